@@ -6,6 +6,7 @@
 
 #include "common/half.hpp"
 #include "common/mask.hpp"
+#include "common/sequence.hpp"
 
 namespace flashpp::reference {
 
@@ -32,23 +33,14 @@ double round_to(double x, ElemType t) {
 
 namespace {
 
-// One (batch, head) slice, gathered into dense row-major doubles.
-struct Slice {
-  int sq = 0, sk = 0;
-  long long q_row0 = 0, k_row0 = 0;  // first global row (varlen offset)
-  std::vector<double> q, k, v, dout;
-};
-
 struct Seq {
   int sq, sk;
   long long q0, k0;
 };
 
 Seq sequence(const AttnParams& p, int b) {
-  if (p.cu_seqlens_q)
-    return {p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b], p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b], p.cu_seqlens_q[b],
-            p.cu_seqlens_k[b]};
-  return {p.seqlen_q, p.seqlen_k, 0, 0};
+  const SequenceInfo s = host_sequence(p, b);
+  return {s.seqlen_q, s.seqlen_k, s.q_row0, s.k_row0};
 }
 
 void gather(const void* base, ElemType t, long long boff, long long rs, long long hoff, long long row0, int rows,

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what building and testing flashpp needs on a Debian/Ubuntu machine:
+# compilers, CMake, Ninja, GoogleTest, Google Benchmark, clang (libFuzzer),
+# and the Python build/test packages. Skips what is already there.
+set -euo pipefail
+
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v ninja >/dev/null || need+=(ninja-build)
+command -v g++ >/dev/null || need+=(g++)
+command -v clang++ >/dev/null || need+=(clang)
+[ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+[ -f /usr/include/benchmark/benchmark.h ] || need+=(libbenchmark-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi
+
+if [ "${FLASHPP_SKIP_PYTHON:-0}" != 1 ]; then
+  py=${PYTHON:-python3}
+  missing=()
+  for m in numpy pytest nanobind scikit_build_core; do
+    $py -c "import $m" 2>/dev/null || missing+=("${m//_/-}")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    $py -m pip install -q "${missing[@]}"
+  fi
+fi

@@ -1,0 +1,137 @@
+#pragma once
+// Tile sizes and the small dense kernels the CPU backend is built from. Score
+// tiles are kBlockQ x kBlockK; every inner loop runs over a fixed 64-wide
+// block so the compiler keeps the accumulators in vector registers.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "common/mask.hpp"
+#include "common/params.hpp"
+
+namespace flashpp::cpu {
+
+// 64 x 64 score tiles: Q/K/V tiles of head_dim 256 are 64 KB each in fp32,
+// which keeps one task's working set within a core's L2.
+inline constexpr int kBlockQ = 64;
+inline constexpr int kBlockK = 64;
+inline constexpr int kCols = 64;  // width of one register block
+
+// Row length rounded up to whole register blocks (buffers are zero padded).
+inline int padded(int n) { return (n + kCols - 1) / kCols * kCols; }
+
+// C[r][c] = sum_k A[r][k] * Bt[k][c] for r < rows, c < kBlockK (C row stride kBlockK).
+inline void gemm_abt(const float* __restrict A, int lda, int rows, const float* __restrict Bt, int K,
+                     float* __restrict C) {
+  int r = 0;
+  for (; r + 1 < rows; r += 2) {  // two rows share each load of Bt
+    float acc0[kBlockK] = {}, acc1[kBlockK] = {};
+    const float* a0 = A + std::int64_t(r) * lda;
+    const float* a1 = a0 + lda;
+    for (int k = 0; k < K; ++k) {
+      const float x0 = a0[k], x1 = a1[k];
+      const float* b = Bt + std::int64_t(k) * kBlockK;
+#pragma omp simd
+      for (int c = 0; c < kBlockK; ++c) {
+        acc0[c] += x0 * b[c];
+        acc1[c] += x1 * b[c];
+      }
+    }
+    std::memcpy(C + std::int64_t(r) * kBlockK, acc0, sizeof acc0);
+    std::memcpy(C + std::int64_t(r + 1) * kBlockK, acc1, sizeof acc1);
+  }
+  for (; r < rows; ++r) {
+    float acc[kBlockK] = {};
+    const float* a = A + std::int64_t(r) * lda;
+    for (int k = 0; k < K; ++k) {
+      const float x = a[k];
+      const float* b = Bt + std::int64_t(k) * kBlockK;
+#pragma omp simd
+      for (int c = 0; c < kBlockK; ++c) acc[c] += x * b[c];
+    }
+    std::memcpy(C + std::int64_t(r) * kBlockK, acc, sizeof acc);
+  }
+}
+
+// Y[r][:N] += sum_c P[r][c] * X[c][:N]  (P row stride kBlockK, N multiple of kCols).
+inline void gemm_ab_acc(const float* __restrict P, int rows, int cols, const float* __restrict X, int ldx, int N,
+                        float* __restrict Y, int ldy) {
+  for (int r = 0; r < rows; ++r) {
+    const float* p = P + std::int64_t(r) * kBlockK;
+    for (int n0 = 0; n0 < N; n0 += kCols) {
+      float acc[kCols];
+      float* y = Y + std::int64_t(r) * ldy + n0;
+      std::memcpy(acc, y, sizeof acc);
+      for (int c = 0; c < cols; ++c) {
+        const float pv = p[c];
+        const float* x = X + std::int64_t(c) * ldx + n0;
+#pragma omp simd
+        for (int n = 0; n < kCols; ++n) acc[n] += pv * x[n];
+      }
+      std::memcpy(y, acc, sizeof acc);
+    }
+  }
+}
+
+// Y[c][:N] += sum_r P[r][c] * X[r][:N]  (Y = Y + P^T X; N multiple of kCols).
+inline void gemm_atb_acc(const float* __restrict P, int rows, int cols, const float* __restrict X, int ldx, int N,
+                         float* __restrict Y, int ldy) {
+  for (int c = 0; c < cols; ++c) {
+    for (int n0 = 0; n0 < N; n0 += kCols) {
+      float acc[kCols];
+      float* y = Y + std::int64_t(c) * ldy + n0;
+      std::memcpy(acc, y, sizeof acc);
+      for (int r = 0; r < rows; ++r) {
+        const float pv = P[std::int64_t(r) * kBlockK + c];
+        const float* x = X + std::int64_t(r) * ldx + n0;
+#pragma omp simd
+        for (int n = 0; n < kCols; ++n) acc[n] += pv * x[n];
+      }
+      std::memcpy(y, acc, sizeof acc);
+    }
+  }
+}
+
+// exp(x) for x <= 0 (and any finite x below 88), written so that a loop of
+// it vectorizes: 2^(x log2 e) split into 2^n * 2^f, |f| <= 1/2, with a
+// degree-7 Taylor polynomial (relative error < 1e-8 before fp32 rounding).
+// Inputs below -87 flush to ~1e-38, which is 0 beside any row sum >= 1.
+inline float exp_fast(float x) {
+  float y = x * 1.44269504088896341f;
+  y = y < -126.f ? -126.f : y;
+  const float n = std::floor(y + 0.5f);
+  const float f = (y - n) * 0.693147180559945309f;
+  float p = 1.f / 5040.f;
+  p = p * f + 1.f / 720.f;
+  p = p * f + 1.f / 120.f;
+  p = p * f + 1.f / 24.f;
+  p = p * f + 1.f / 6.f;
+  p = p * f + 0.5f;
+  p = p * f + 1.f;
+  p = p * f + 1.f;
+  const std::int32_t bits = (std::int32_t(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return p * scale;
+}
+
+// Keys a block of query rows [i0, i1) can see at all (visible ranges are
+// monotone in the row index, so first/last row bound the union).
+inline VisibleRange block_visible_keys(std::int64_t i0, std::int64_t i1, int sq, int sk, const AttnParams& p) {
+  const VisibleRange first = visible_keys(i0, sq, sk, p.window_left, p.window_right);
+  const VisibleRange last = visible_keys(i1 - 1, sq, sk, p.window_left, p.window_right);
+  return {first.lo, last.hi};
+}
+
+// Columns [lo, hi) of a key tile starting at key j0 (width cols) that query
+// row i sees.
+struct ColRange {
+  int lo, hi;
+};
+inline ColRange visible_cols(std::int64_t i, std::int64_t j0, int cols, int sq, int sk, const AttnParams& p) {
+  const VisibleRange vr = visible_keys(i, sq, sk, p.window_left, p.window_right);
+  auto clamp = [&](std::int64_t x) { return int(x < 0 ? 0 : (x > cols ? cols : x)); };
+  return {clamp(vr.lo - j0), clamp(vr.hi - j0)};
+}
+
+}  // namespace flashpp::cpu
