@@ -67,6 +67,20 @@ void check_tensor(const char* name, const TensorView& t, int ndim, const Device&
     if (t.stride[i] < 0)
       fail(ErrorKind::value, name, "strides must be non-negative (dim " + std::to_string(i) + ")");
   }
+  {
+    std::int64_t n = 1;
+    bool zero = false, overflow = false;
+    for (int i = 0; i < t.ndim; ++i) {
+      zero = zero || t.shape[i] == 0;
+      overflow = overflow || __builtin_mul_overflow(n, t.shape[i], &n);
+    }
+    if (overflow && !zero) fail(ErrorKind::value, name, "total number of elements must fit in int64, got " + shape_str(t));
+    // The furthest element addressed must be reachable with int64 offsets.
+    std::int64_t extent = 0, term = 0;
+    for (int i = 0; i < t.ndim && !zero; ++i)
+      if (__builtin_mul_overflow(t.shape[i] - 1, t.stride[i], &term) || __builtin_add_overflow(extent, term, &extent))
+        fail(ErrorKind::value, name, "strides address beyond int64 offsets");
+  }
   if (t.shape[t.ndim - 1] > 1 && t.stride[t.ndim - 1] != 1)
     fail(ErrorKind::value, name,
          "last dim must be contiguous (stride 1), got stride " + std::to_string(t.stride[t.ndim - 1]));

@@ -1,11 +1,21 @@
 // CPU backward, recomputing P = exp(S - LSE) tile by tile:
-//   pass 0: D = rowsum(dO * O) per query row (into the workspace);
-//   pass 1: one task per (batch, kv head, key block) accumulates dK and dV over
-//           every query head of its GQA group and every query block that sees it;
-//   pass 2: one task per (batch, query head, query block) accumulates dQ.
+//   pass 1: one task per (batch, query head, query block) sweeps its key tiles
+//           twice: first for the row sums of P and P * dP, which give D and a
+//           renormalization factor (both stored in the workspace), then for
+//           dS = P * (dP - D) and dQ = dS K;
+//   pass 2: one task per (batch, kv head, key block) accumulates dK and dV over
+//           every query head of its GQA group and every query block that sees it.
+// D equals rowsum(dO * O) in exact arithmetic; it is summed from the
+// recomputed fp32 P and dP rather than from the stored O because O has been
+// rounded to the input dtype, and for rows that see few keys (P nearly
+// one-hot) that rounding dominates dP - D. The extra sweep costs about a
+// quarter of the backward and keeps its error at or below a naive
+// implementation's.
+// The renormalization cancels the rounding of the fp32 LSE: with logits in the
+// hundreds, exp(S - LSE) is off by a common factor 1 + O(ulp(LSE)) per row,
+// which dK = sum_i dS q_i would multiply by the (large) q.
 // Each gradient element has one owner task, so no atomics and the result is
-// deterministic for any thread count (P is recomputed twice; on the CPU that
-// is cheaper than synchronizing dQ).
+// deterministic for any thread count.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -29,30 +39,26 @@ std::int64_t global_q_row(const AttnParams& p, int b, const SequenceInfo& s, std
   return p.cu_seqlens_q ? s.q_row0 + r : std::int64_t(b) * p.seqlen_q + r;
 }
 
-float row_dot(const float* a, const float* b, int n) {
-  float acc = 0.f;
-#pragma omp simd reduction(+ : acc)
-  for (int i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
-}
-
 float lse_at(const AttnParams& p, int b, int h, const SequenceInfo& s, std::int64_t r) {
   return p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + s.lse_row0 + r];
 }
 
 // Query-side rows of one (batch, query head, query block) tile in fp32; q and
-// dout rows are zero padded to whole register blocks.
+// dout rows are zero padded to whole register blocks. D is loaded from d_sum
+// when given.
 struct QueryTile {
   int dp, dvp;
-  std::vector<float> q, dout, lse, dsum;
+  std::vector<float> q, dout, lse, dsum, norm;
   explicit QueryTile(const AttnParams& p)
       : dp(padded(p.head_dim)),
         dvp(padded(p.head_dim_v)),
         q(std::size_t(kBlockQ) * dp),
         dout(std::size_t(kBlockQ) * dvp),
         lse(kBlockQ),
-        dsum(kBlockQ) {}
+        dsum(kBlockQ),
+        norm(kBlockQ, 1.f) {}
 
+  // d_sum: D then the factor, each (heads_q, total_q rows); null = not yet known.
   void load(const AttnParams& p, const float* d_sum, int b, int h, const SequenceInfo& s, int r0, int rows) {
     const std::int64_t tq = total_q_rows(p);
     for (int r = 0; r < rows; ++r) {
@@ -62,7 +68,11 @@ struct QueryTile {
       load_row(p.dout, p.dtype, row_offset(p.do_batch_stride, p.do_row_stride, p.do_head_stride, b, row, h),
                p.head_dim_v, &dout[std::size_t(r) * dvp]);
       lse[r] = lse_at(p, b, h, s, r0 + r);
-      dsum[r] = d_sum[h * tq + global_q_row(p, b, s, r0 + r)];
+      if (d_sum) {
+        const std::int64_t at = h * tq + global_q_row(p, b, s, r0 + r);
+        dsum[r] = d_sum[at];
+        norm[r] = d_sum[std::int64_t(p.heads_q) * tq + at];
+      }
     }
   }
 };
@@ -93,62 +103,75 @@ struct KeyTile {
   }
 };
 
-// The recomputed probability tile P = exp(S - LSE) and dS = P * (dP - D)
-// (times the softcap derivative and softmax_scale, the derivative of
-// scale * q.k), both 0 where masked; row stride kBlockK.
+// The recomputed probability tile P = exp(S - LSE) and dP = dO V^T, both 0
+// where masked (row stride kBlockK); derive_ds turns dP into
+// dS = P * (dP - D) times the softcap derivative and softmax_scale (the
+// derivative of scale * q.k).
 struct ProbTile {
-  std::vector<float> p, ds;
-  ProbTile() : p(std::size_t(kBlockQ) * kBlockK), ds(std::size_t(kBlockQ) * kBlockK) {}
+  std::vector<float> p, ds, th;
+  ProbTile() : p(std::size_t(kBlockQ) * kBlockK), ds(std::size_t(kBlockQ) * kBlockK), th(std::size_t(kBlockQ) * kBlockK) {}
 
-  void compute(const AttnParams& prm, const SequenceInfo& s, int r0, int rows, std::int64_t j0, int cols,
-               const QueryTile& qt, const KeyTile& kt) {
+  void recompute(const AttnParams& prm, const SequenceInfo& s, int r0, int rows, std::int64_t j0, int cols,
+                 const QueryTile& qt, const KeyTile& kt) {
     gemm_abt(qt.q.data(), qt.dp, rows, kt.kt.data(), prm.head_dim, p.data());
     gemm_abt(qt.dout.data(), qt.dvp, rows, kt.vt.data(), prm.head_dim_v, ds.data());  // dP
     for (int r = 0; r < rows; ++r) {
       float* prow = &p[std::size_t(r) * kBlockK];
       float* drow = &ds[std::size_t(r) * kBlockK];
+      float* trow = &th[std::size_t(r) * kBlockK];
       const ColRange cr = visible_cols(r0 + r, j0, cols, s.seqlen_q, s.seqlen_k, prm);
-      const float lse = qt.lse[r], dsum = qt.dsum[r];
+      const float lse = qt.lse[r], nrm = qt.norm[r];
       if (prm.softcap > 0.f) {
         for (int c = 0; c < kBlockK; ++c) {
-          const float th = std::tanh(prow[c] * prm.scale / prm.softcap);
-          const float e = exp_fast(prm.softcap * th - lse);
+          const float x = prow[c] * prm.scale;
+          const float t = std::tanh(x / prm.softcap);
+          const float e = exp_fast(prm.softcap * t - lse) * nrm;
           const bool vis = c >= cr.lo && c < cr.hi;
           prow[c] = vis ? e : 0.f;
-          drow[c] = vis ? e * (drow[c] - dsum) * (1.f - th * th) * prm.scale : 0.f;
+          drow[c] = vis ? drow[c] : 0.f;
+          trow[c] = t;
         }
       } else {
 #pragma omp simd
         for (int c = 0; c < kBlockK; ++c) {
-          const float e = exp_fast(prow[c] * prm.scale - lse);
+          const float x = prow[c] * prm.scale;
+          const float e = exp_fast(x - lse) * nrm;
           const bool vis = c >= cr.lo && c < cr.hi;
           prow[c] = vis ? e : 0.f;
-          drow[c] = vis ? e * (drow[c] - dsum) * prm.scale : 0.f;
+          drow[c] = vis ? drow[c] : 0.f;
         }
       }
     }
   }
-};
 
-void compute_dsum(const AttnParams& p, float* d_sum) {
-  const std::vector<RowBlockTask> tasks = query_block_tasks(p, kBlockQ);
-  const std::int64_t tq = total_q_rows(p);
-  run_parallel(tasks.size(), [&](auto&& for_each) {
-    std::vector<float> o(p.head_dim_v), g(p.head_dim_v);
-    for_each([&](std::size_t i) {
-      const RowBlockTask& t = tasks[i];
-      for (int r = t.row0; r < t.row1; ++r) {
-        const std::int64_t row = t.seq.q_row0 + r;
-        load_row(p.o, p.dtype, row_offset(p.o_batch_stride, p.o_row_stride, p.o_head_stride, t.batch, row, t.head),
-                 p.head_dim_v, o.data());
-        load_row(p.dout, p.dtype,
-                 row_offset(p.do_batch_stride, p.do_row_stride, p.do_head_stride, t.batch, row, t.head),
-                 p.head_dim_v, g.data());
-        d_sum[t.head * tq + global_q_row(p, t.batch, t.seq, r)] = row_dot(o.data(), g.data(), p.head_dim_v);
+  // Row sums of this tile: psum[r] += sum_c P[r][c], dsum[r] += sum_c P[r][c] * dP[r][c].
+  void accumulate_sums(int rows, float* psum, float* dsum) const {
+    for (int r = 0; r < rows; ++r) {
+      float acc = dsum[r], ps = psum[r];
+      for (int c = 0; c < kBlockK; ++c) {
+        acc = madd(p[std::size_t(r) * kBlockK + c], ds[std::size_t(r) * kBlockK + c], acc);
+        ps += p[std::size_t(r) * kBlockK + c];
       }
-    });
-  });
-}
+      dsum[r] = acc;
+      psum[r] = ps;
+    }
+  }
+
+  void derive_ds(const AttnParams& prm, int rows, const float* dsum) {
+    for (int r = 0; r < rows; ++r) {
+      float* prow = &p[std::size_t(r) * kBlockK];
+      float* drow = &ds[std::size_t(r) * kBlockK];
+      const float* trow = &th[std::size_t(r) * kBlockK];
+      const float d = dsum[r];
+      if (prm.softcap > 0.f) {
+        for (int c = 0; c < kBlockK; ++c) drow[c] = prow[c] * (drow[c] - d) * (1.f - trow[c] * trow[c]) * prm.scale;
+      } else {
+#pragma omp simd
+        for (int c = 0; c < kBlockK; ++c) drow[c] = prow[c] * (drow[c] - d) * prm.scale;
+      }
+    }
+  }
+};
 
 void compute_dkdv(const AttnParams& p, const float* d_sum) {
   const int d = p.head_dim, dv = p.head_dim_v;
@@ -172,7 +195,8 @@ void compute_dkdv(const AttnParams& p, const float* d_sum) {
           const VisibleRange keys = block_visible_keys(r0, r0 + rows, s.seqlen_q, s.seqlen_k, p);
           if (keys.hi <= t.row0 || keys.lo >= t.row1) continue;
           qt.load(p, d_sum, t.batch, h, s, r0, rows);
-          pt.compute(p, s, r0, rows, t.row0, cols, qt, kt);
+          pt.recompute(p, s, r0, rows, t.row0, cols, qt, kt);
+          pt.derive_ds(p, rows, qt.dsum.data());
           gemm_atb_acc(pt.p.data(), rows, cols, qt.dout.data(), qt.dvp, qt.dvp, dvv.data(), qt.dvp);
           gemm_atb_acc(pt.ds.data(), rows, cols, qt.q.data(), qt.dp, qt.dp, dk.data(), qt.dp);
         }
@@ -188,26 +212,46 @@ void compute_dkdv(const AttnParams& p, const float* d_sum) {
   });
 }
 
-void compute_dq(const AttnParams& p, const float* d_sum) {
+void compute_dq_and_dsum(const AttnParams& p, float* d_sum) {
   const int d = p.head_dim;
+  const std::int64_t tq = total_q_rows(p);
   const std::vector<RowBlockTask> tasks = query_block_tasks(p, kBlockQ);
   run_parallel(tasks.size(), [&](auto&& for_each) {
     QueryTile qt(p);
     KeyTile kt(p);
     ProbTile pt;
-    std::vector<float> dq(std::size_t(kBlockQ) * qt.dp);
+    std::vector<float> dq(std::size_t(kBlockQ) * qt.dp), psum(kBlockQ);
     for_each([&](std::size_t i) {
       const RowBlockTask& t = tasks[i];
       const SequenceInfo& s = t.seq;
       const int rows = t.row1 - t.row0;
       const int hk = t.head / p.gqa_ratio;
-      std::fill(dq.begin(), dq.end(), 0.f);
-      qt.load(p, d_sum, t.batch, t.head, s, t.row0, rows);
+      qt.load(p, nullptr, t.batch, t.head, s, t.row0, rows);
       const VisibleRange keys = block_visible_keys(t.row0, t.row1, s.seqlen_q, s.seqlen_k, p);
+      std::fill(qt.dsum.begin(), qt.dsum.end(), 0.f);
+      std::fill(qt.norm.begin(), qt.norm.end(), 1.f);
+      std::fill(psum.begin(), psum.end(), 0.f);
       for (std::int64_t j0 = keys.lo; j0 < keys.hi; j0 += kBlockK) {
         const int cols = int(std::min<std::int64_t>(kBlockK, keys.hi - j0));
         kt.load(p, t.batch, hk, s, j0, cols);
-        pt.compute(p, s, t.row0, rows, j0, cols, qt, kt);
+        pt.recompute(p, s, t.row0, rows, j0, cols, qt, kt);
+        pt.accumulate_sums(rows, psum.data(), qt.dsum.data());
+      }
+      for (int r = 0; r < rows; ++r) {
+        // psum is 1 up to the LSE's rounding (0 for rows that see no key).
+        qt.norm[r] = psum[r] > 0.f ? 1.f / psum[r] : 1.f;
+        qt.dsum[r] *= qt.norm[r];
+        const std::int64_t at = t.head * tq + global_q_row(p, t.batch, s, t.row0 + r);
+        d_sum[at] = qt.dsum[r];
+        d_sum[std::int64_t(p.heads_q) * tq + at] = qt.norm[r];
+      }
+
+      std::fill(dq.begin(), dq.end(), 0.f);
+      for (std::int64_t j0 = keys.lo; j0 < keys.hi; j0 += kBlockK) {
+        const int cols = int(std::min<std::int64_t>(kBlockK, keys.hi - j0));
+        kt.load(p, t.batch, hk, s, j0, cols);
+        pt.recompute(p, s, t.row0, rows, j0, cols, qt, kt);
+        pt.derive_ds(p, rows, qt.dsum.data());
         gemm_ab_acc(pt.ds.data(), rows, cols, kt.k.data(), kt.dp, kt.dp, dq.data(), qt.dp);
       }
       for (int r = 0; r < rows; ++r) {
@@ -222,14 +266,14 @@ void compute_dq(const AttnParams& p, const float* d_sum) {
 }  // namespace
 
 std::size_t backward_workspace_bytes(const AttnParams& p) {
-  return std::size_t(total_q_rows(p)) * std::size_t(p.heads_q) * sizeof(float);
+  // D and the renormalization factor per (query head, query row).
+  return 2 * std::size_t(total_q_rows(p)) * std::size_t(p.heads_q) * sizeof(float);
 }
 
 void backward(const AttnParams& p, void* workspace) {
   float* d_sum = static_cast<float*>(workspace);
-  compute_dsum(p, d_sum);
+  compute_dq_and_dsum(p, d_sum);
   compute_dkdv(p, d_sum);
-  compute_dq(p, d_sum);
 }
 
 }  // namespace flashpp::cpu

@@ -17,6 +17,18 @@ inline constexpr int kBlockQ = 64;
 inline constexpr int kBlockK = 64;
 inline constexpr int kCols = 64;  // width of one register block
 
+// a * b + c, fused where the target has FMA. The CPU backend is compiled
+// with -ffp-contract=off so that every other expression rounds exactly as
+// written: the backward must recompute the forward's scores bit for bit
+// (P = exp(S - LSE) is exactly 1 for a row that sees one key).
+inline float madd(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 // Row length rounded up to whole register blocks (buffers are zero padded).
 inline int padded(int n) { return (n + kCols - 1) / kCols * kCols; }
 
@@ -33,8 +45,8 @@ inline void gemm_abt(const float* __restrict A, int lda, int rows, const float* 
       const float* b = Bt + std::int64_t(k) * kBlockK;
 #pragma omp simd
       for (int c = 0; c < kBlockK; ++c) {
-        acc0[c] += x0 * b[c];
-        acc1[c] += x1 * b[c];
+        acc0[c] = madd(x0, b[c], acc0[c]);
+        acc1[c] = madd(x1, b[c], acc1[c]);
       }
     }
     std::memcpy(C + std::int64_t(r) * kBlockK, acc0, sizeof acc0);
@@ -47,7 +59,7 @@ inline void gemm_abt(const float* __restrict A, int lda, int rows, const float* 
       const float x = a[k];
       const float* b = Bt + std::int64_t(k) * kBlockK;
 #pragma omp simd
-      for (int c = 0; c < kBlockK; ++c) acc[c] += x * b[c];
+      for (int c = 0; c < kBlockK; ++c) acc[c] = madd(x, b[c], acc[c]);
     }
     std::memcpy(C + std::int64_t(r) * kBlockK, acc, sizeof acc);
   }
@@ -66,7 +78,7 @@ inline void gemm_ab_acc(const float* __restrict P, int rows, int cols, const flo
         const float pv = p[c];
         const float* x = X + std::int64_t(c) * ldx + n0;
 #pragma omp simd
-        for (int n = 0; n < kCols; ++n) acc[n] += pv * x[n];
+        for (int n = 0; n < kCols; ++n) acc[n] = madd(pv, x[n], acc[n]);
       }
       std::memcpy(y, acc, sizeof acc);
     }
@@ -85,7 +97,7 @@ inline void gemm_atb_acc(const float* __restrict P, int rows, int cols, const fl
         const float pv = P[std::int64_t(r) * kBlockK + c];
         const float* x = X + std::int64_t(r) * ldx + n0;
 #pragma omp simd
-        for (int n = 0; n < kCols; ++n) acc[n] += pv * x[n];
+        for (int n = 0; n < kCols; ++n) acc[n] = madd(pv, x[n], acc[n]);
       }
       std::memcpy(y, acc, sizeof acc);
     }
@@ -95,20 +107,24 @@ inline void gemm_atb_acc(const float* __restrict P, int rows, int cols, const fl
 // exp(x) for x <= 0 (and any finite x below 88), written so that a loop of
 // it vectorizes: 2^(x log2 e) split into 2^n * 2^f, |f| <= 1/2, with a
 // degree-7 Taylor polynomial (relative error < 1e-8 before fp32 rounding).
-// Inputs below -87 flush to ~1e-38, which is 0 beside any row sum >= 1.
+// Inputs below -87 flush to ~1e-38, which is 0 beside any row sum >= 1;
+// inputs above 88 saturate at 2^127.
 inline float exp_fast(float x) {
   float y = x * 1.44269504088896341f;
-  y = y < -126.f ? -126.f : y;
+  // Clamp before the float -> int conversion below (NaN takes the low bound);
+  // callers mask the entries where this matters (masked or empty rows).
+  y = y > -126.f ? y : -126.f;
+  y = y < 127.f ? y : 127.f;
   const float n = std::floor(y + 0.5f);
   const float f = (y - n) * 0.693147180559945309f;
   float p = 1.f / 5040.f;
-  p = p * f + 1.f / 720.f;
-  p = p * f + 1.f / 120.f;
-  p = p * f + 1.f / 24.f;
-  p = p * f + 1.f / 6.f;
-  p = p * f + 0.5f;
-  p = p * f + 1.f;
-  p = p * f + 1.f;
+  p = madd(p, f, 1.f / 720.f);
+  p = madd(p, f, 1.f / 120.f);
+  p = madd(p, f, 1.f / 24.f);
+  p = madd(p, f, 1.f / 6.f);
+  p = madd(p, f, 0.5f);
+  p = madd(p, f, 1.f);
+  p = madd(p, f, 1.f);
   const std::int32_t bits = (std::int32_t(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, 4);

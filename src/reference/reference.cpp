@@ -50,6 +50,23 @@ void gather(const void* base, ElemType t, long long boff, long long rs, long lon
     for (int c = 0; c < cols; ++c) dst[std::size_t(r) * cols + c] = load(base, t, boff + (row0 + r) * rs + hoff + c);
 }
 
+// A dot-product accumulator: fp64 for the oracle; for Precision::storage a
+// sequential fp32 sum, as the fp32-accumulating GEMMs and reductions of an
+// unfused implementation do.
+struct Acc {
+  bool f32;
+  double d = 0;
+  float f = 0;
+  explicit Acc(bool storage) : f32(storage) {}
+  void add(double a, double b) {
+    if (f32)
+      f += float(a) * float(b);
+    else
+      d += a * b;
+  }
+  double value() const { return f32 ? double(f) : d; }
+};
+
 // Forward for one slice; P (sq x sk) and the row LSE are returned for backward.
 // S is rounded as an unfused implementation would store it when prec == storage.
 void slice_forward(const AttnParams& p, Precision prec, const Seq& s, const std::vector<double>& q,
@@ -67,28 +84,22 @@ void slice_forward(const AttnParams& p, Precision prec, const Seq& s, const std:
     if (vr.lo >= vr.hi) continue;
     double mx = -std::numeric_limits<double>::infinity();
     for (long long j = vr.lo; j < vr.hi; ++j) {
-      double acc = 0;
-      float accf = 0;
-      for (int c = 0; c < d; ++c) {
-        if (st)
-          accf += float(q[std::size_t(i) * d + c]) * float(k[std::size_t(j) * d + c]);
-        else
-          acc += q[std::size_t(i) * d + c] * k[std::size_t(j) * d + c];
-      }
-      double x = st ? rnd(rnd(accf) * rnd(p.scale)) : acc * double(p.scale);
+      Acc acc(st);
+      for (int c = 0; c < d; ++c) acc.add(q[std::size_t(i) * d + c], k[std::size_t(j) * d + c]);
+      double x = st ? rnd(rnd(acc.value()) * rnd(p.scale)) : acc.value() * double(p.scale);
       if (p.softcap > 0) x = rnd(double(p.softcap) * std::tanh(x / double(p.softcap)));
       S[std::size_t(i) * s.sk + j] = x;
       mx = std::max(mx, x);
     }
-    double sum = 0;
-    for (long long j = vr.lo; j < vr.hi; ++j) sum += std::exp(S[std::size_t(i) * s.sk + j] - mx);
-    lse[i] = mx + std::log(sum);
+    Acc sum(st);
+    for (long long j = vr.lo; j < vr.hi; ++j) sum.add(std::exp(S[std::size_t(i) * s.sk + j] - mx), 1.0);
+    lse[i] = mx + std::log(sum.value());
     for (long long j = vr.lo; j < vr.hi; ++j)
-      P[std::size_t(i) * s.sk + j] = rnd(std::exp(S[std::size_t(i) * s.sk + j] - mx) / sum);
+      P[std::size_t(i) * s.sk + j] = rnd(std::exp(S[std::size_t(i) * s.sk + j] - mx) / sum.value());
     for (int c = 0; c < dv; ++c) {
-      double acc = 0;
-      for (long long j = vr.lo; j < vr.hi; ++j) acc += P[std::size_t(i) * s.sk + j] * v[std::size_t(j) * dv + c];
-      out[std::size_t(i) * dv + c] = rnd(acc);
+      Acc acc(st);
+      for (long long j = vr.lo; j < vr.hi; ++j) acc.add(P[std::size_t(i) * s.sk + j], v[std::size_t(j) * dv + c]);
+      out[std::size_t(i) * dv + c] = rnd(acc.value());
     }
   }
 }
@@ -147,14 +158,14 @@ void backward(const AttnParams& p, Precision prec, std::vector<double>& dq, std:
       dS.assign(std::size_t(s.sq) * s.sk, 0.0);
       for (int i = 0; i < s.sq; ++i) {
         const VisibleRange vr = visible_keys(i, s.sq, s.sk, p.window_left, p.window_right);
-        double Di = 0;
+        Acc dsum(st);
         for (long long j = vr.lo; j < vr.hi; ++j) {
-          double acc = 0;
-          for (int c = 0; c < dv; ++c) acc += g[std::size_t(i) * dv + c] * v[std::size_t(j) * dv + c];
-          dP[std::size_t(i) * s.sk + j] = rnd(acc);
-          Di += P[std::size_t(i) * s.sk + j] * dP[std::size_t(i) * s.sk + j];
+          Acc acc(st);
+          for (int c = 0; c < dv; ++c) acc.add(g[std::size_t(i) * dv + c], v[std::size_t(j) * dv + c]);
+          dP[std::size_t(i) * s.sk + j] = rnd(acc.value());
+          dsum.add(P[std::size_t(i) * s.sk + j], dP[std::size_t(i) * s.sk + j]);
         }
-        Di = rnd(Di);
+        const double Di = rnd(dsum.value());
         for (long long j = vr.lo; j < vr.hi; ++j) {
           const std::size_t ij = std::size_t(i) * s.sk + j;
           double x = rnd(P[ij] * rnd(dP[ij] - Di));
@@ -168,20 +179,20 @@ void backward(const AttnParams& p, Precision prec, std::vector<double>& dq, std:
       const double sc = p.scale;
       for (int i = 0; i < s.sq; ++i)
         for (int c = 0; c < d; ++c) {
-          double acc = 0;
-          for (int j = 0; j < s.sk; ++j) acc += dS[std::size_t(i) * s.sk + j] * k[std::size_t(j) * d + c];
-          dq[(std::size_t(qrow0 + i) * hq + h) * d + c] = rnd(acc * sc);
+          Acc acc(st);
+          for (int j = 0; j < s.sk; ++j) acc.add(dS[std::size_t(i) * s.sk + j], k[std::size_t(j) * d + c]);
+          dq[(std::size_t(qrow0 + i) * hq + h) * d + c] = rnd(acc.value() * sc);
         }
       for (int j = 0; j < s.sk; ++j) {
         for (int c = 0; c < d; ++c) {
-          double acc = 0;
-          for (int i = 0; i < s.sq; ++i) acc += dS[std::size_t(i) * s.sk + j] * q[std::size_t(i) * d + c];
-          dk[(std::size_t(krow0 + j) * hkv + hk) * d + c] += rnd(acc * sc);
+          Acc acc(st);
+          for (int i = 0; i < s.sq; ++i) acc.add(dS[std::size_t(i) * s.sk + j], q[std::size_t(i) * d + c]);
+          dk[(std::size_t(krow0 + j) * hkv + hk) * d + c] += rnd(acc.value() * sc);
         }
         for (int c = 0; c < dv; ++c) {
-          double acc = 0;
-          for (int i = 0; i < s.sq; ++i) acc += P[std::size_t(i) * s.sk + j] * g[std::size_t(i) * dv + c];
-          dv_out[(std::size_t(krow0 + j) * hkv + hk) * dv + c] += rnd(acc);
+          Acc acc(st);
+          for (int i = 0; i < s.sq; ++i) acc.add(P[std::size_t(i) * s.sk + j], g[std::size_t(i) * dv + c]);
+          dv_out[(std::size_t(krow0 + j) * hkv + hk) * dv + c] += rnd(acc.value());
         }
       }
     }

@@ -13,6 +13,12 @@
 // Both keep a chunk inside its row, so any row/column range of the tile stays valid.
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#define FLASHPP_TILE_FN __host__ __device__ __forceinline__
+#else
+#define FLASHPP_TILE_FN inline  // host-only builds (layout tests) read the same formula
+#endif
+
 namespace flashpp::cuda {
 
 template <int ROWS, int COLS>
@@ -26,7 +32,7 @@ struct SmemTile {
   static_assert(ROWS % 8 == 0, "tiles hold whole 8-row ldmatrix groups");
 
   // Byte offset of 16-byte chunk `chunk` (logical) of row `row`.
-  __device__ __forceinline__ static std::uint32_t offset(int row, int chunk) {
+  FLASHPP_TILE_FN static std::uint32_t offset(int row, int chunk) {
     int phys;
     if constexpr (kChunks % 8 == 0)
       phys = chunk ^ (row & 7);

@@ -1,0 +1,1 @@
+"""Figures of a benchmark run (bench/plots/figures.py)."""

@@ -1,0 +1,64 @@
+"""docs/performance.md generation and the plots, from a synthetic run."""
+
+import contextlib
+import importlib.util
+import io
+import tempfile
+import unittest
+from pathlib import Path
+
+from bench.suite import cli
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def load_doc_script():
+    spec = importlib.util.spec_from_file_location("make_performance_doc", REPO / "scripts" / "make_performance_doc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class PerformanceDocTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.run_dir = Path(cls.tmp.name) / "runs" / "dry"
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli.main(["run", "--dry-run", "--preset", "tiny", "--out", str(cls.run_dir), "--backends",
+                      "ours,sdpa_cudnn,sdpa_flash", "--decode-backends", "ours,sdpa_flash", "--memory-backends",
+                      "standard,ours", "--io-args=--no-sweep"])
+        cls.script = load_doc_script()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_the_run_has_every_stage(self):
+        doc = (self.run_dir / "results.json").read_text()
+        for key in ('"prefill"', '"decode"', '"memory"', '"gpt2"'):
+            self.assertIn(key, doc)
+        for png in ("prefill_fwd_full.png", "decode_bandwidth.png", "memory.png", "io_gpt2.png"):
+            self.assertGreater((self.run_dir / "plots" / png).stat().st_size, 1000, png)
+
+    def test_dry_runs_are_left_out_unless_allowed(self):
+        out = Path(self.tmp.name) / "perf.md"
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            self.script.main([str(self.run_dir.parent), "--output", str(out), "--no-plots"])
+        self.assertIn("No GPU results yet", out.read_text())
+
+    def test_sections_tables_and_images(self):
+        out = Path(self.tmp.name) / "perf-dry.md"
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.script.main([str(self.run_dir.parent), "--output", str(out), "--allow-dry-run", "--no-plots"])
+        text = out.read_text()
+        self.assertIn("DRY RUN", text)
+        for title in ("## Prefill", "## Decoding", "## Memory", "## IO: HBM traffic", "## Method"):
+            self.assertIn(title, text)
+        self.assertIn("| ours | sdpa_cudnn | sdpa_flash |", text.replace("| N | ", "| "))
+        self.assertIn("prefill_fwd_full.png)", text)
+        self.assertIn("commit `", text)
+
+
+if __name__ == "__main__":
+    unittest.main()

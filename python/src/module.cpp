@@ -1,0 +1,202 @@
+// flashpp._core: the C++ API as seen from Python. Arrays arrive as spec
+// tuples or DLPack/buffer objects (tensor_arg.hpp); scratch memory comes from
+// a Python callback so it is allocated by the caller's framework, on the
+// caller's device and stream, and never by flashpp itself.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#ifdef FLASHPP_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "errors.hpp"
+#include "flashpp/flashpp.hpp"
+#include "tensor_arg.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace flashpp::python {
+namespace {
+
+// The keyword options shared by every entry point, bound as flashpp._core.Options.
+struct Options {
+  std::optional<float> softmax_scale;
+  bool causal = false;
+  std::int64_t window_left = -1;
+  std::int64_t window_right = -1;
+  float softcap = 0.f;
+  bool deterministic = false;
+  std::int64_t max_seqlen_q = 0;
+  std::int64_t max_seqlen_k = 0;
+  std::uintptr_t stream = 0;  // cudaStream_t as an integer; 0 = legacy default stream
+};
+
+// Options plus the views of cu_seqlens, which must stay alive with `keep`.
+AttentionOptions make_options(const Options& o, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, KeepAlive& keep) {
+  AttentionOptions a;
+  a.softmax_scale = o.softmax_scale;
+  a.causal = o.causal;
+  a.window_left = o.window_left;
+  a.window_right = o.window_right;
+  a.softcap = o.softcap;
+  a.deterministic = o.deterministic;
+  a.max_seqlen_q = o.max_seqlen_q;
+  a.max_seqlen_k = o.max_seqlen_k;
+  a.stream = reinterpret_cast<void*>(o.stream);
+  a.cu_seqlens_q = to_view(cu_seqlens_q, "cu_seqlens_q", keep);
+  a.cu_seqlens_k = to_view(cu_seqlens_k, "cu_seqlens_k", keep);
+  return a;
+}
+
+// Asks `alloc(nbytes) -> (owner, address)` for scratch memory when the call
+// needs some; `owner` is returned so the memory outlives the call.
+Workspace make_workspace(std::size_t bytes, nb::handle alloc, nb::object& owner) {
+  if (bytes == 0) return {};
+  if (alloc.is_none())
+    throw Error(ErrorKind::value, "workspace",
+                "this call needs " + std::to_string(bytes) + " bytes of scratch memory but no allocator was given");
+  nb::tuple got = nb::cast<nb::tuple>(alloc(bytes));
+  if (got.size() != 2) throw Error(ErrorKind::value, "workspace", "allocator must return (owner, address)");
+  owner = got[0];
+  return {reinterpret_cast<void*>(nb::cast<std::uintptr_t>(got[1])), bytes};
+}
+
+void py_forward(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse, const Options& o,
+                nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle alloc) {
+  KeepAlive keep;
+  const TensorView tq = to_view(q, "q", keep), tk = to_view(k, "k", keep), tv = to_view(v, "v", keep);
+  const TensorView to = to_view(out, "out", keep), tl = to_view(lse, "lse", keep);
+  const AttentionOptions opts = make_options(o, cu_seqlens_q, cu_seqlens_k, keep);
+  nb::object owner;
+  const Workspace ws = make_workspace(forward_workspace_bytes(tq, tk, tv, opts), alloc, owner);
+  nb::gil_scoped_release unlocked;  // the CPU backend runs for a while; let other threads go on
+  forward(tq, tk, tv, to, tl, opts, ws);
+}
+
+void py_backward(nb::handle dout, nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
+                 nb::handle dq, nb::handle dk, nb::handle dv, const Options& o, nb::handle cu_seqlens_q,
+                 nb::handle cu_seqlens_k, nb::handle alloc) {
+  KeepAlive keep;
+  const TensorView tdo = to_view(dout, "dout", keep);
+  const TensorView tq = to_view(q, "q", keep), tk = to_view(k, "k", keep), tv = to_view(v, "v", keep);
+  const TensorView to = to_view(out, "out", keep), tl = to_view(lse, "lse", keep);
+  const TensorView tdq = to_view(dq, "dq", keep), tdk = to_view(dk, "dk", keep), tdv = to_view(dv, "dv", keep);
+  const AttentionOptions opts = make_options(o, cu_seqlens_q, cu_seqlens_k, keep);
+  nb::object owner;
+  const Workspace ws = make_workspace(backward_workspace_bytes(tq, tk, tv, opts), alloc, owner);
+  nb::gil_scoped_release unlocked;
+  backward(tdo, tq, tk, tv, to, tl, tdq, tdk, tdv, opts, ws);
+}
+
+template <class F>
+auto with_views(nb::handle q, nb::handle k, nb::handle v, const Options& o, nb::handle cu_q, nb::handle cu_k, F f) {
+  KeepAlive keep;
+  const TensorView tq = to_view(q, "q", keep), tk = to_view(k, "k", keep), tv = to_view(v, "v", keep);
+  const AttentionOptions opts = make_options(o, cu_q, cu_k, keep);
+  return f(tq, tk, tv, opts);
+}
+
+std::tuple<bool, std::string, std::string> as_tuple(const Selection& s) { return {s.ok, s.backend, s.reason}; }
+
+// Waits for `stream` on CUDA device `device`. For frameworks whose streams
+// flashpp cannot see, the Python layer launches on the legacy default stream
+// and waits here, so the framework never reads an output early.
+void synchronize_stream(std::uintptr_t stream, int device) {
+#ifdef FLASHPP_WITH_CUDA
+  int previous = 0;
+  cudaError_t err = cudaGetDevice(&previous);
+  if (err == cudaSuccess) err = cudaSetDevice(device);
+  if (err == cudaSuccess) {
+    nb::gil_scoped_release unlocked;
+    err = cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream));
+  }
+  cudaSetDevice(previous);
+  if (err != cudaSuccess) throw Error(ErrorKind::runtime, "stream", cudaGetErrorString(err));
+#else
+  (void)stream;
+  (void)device;
+  throw Error(ErrorKind::not_supported, "stream", "flashpp was built without CUDA support");
+#endif
+}
+
+}  // namespace
+}  // namespace flashpp::python
+
+NB_MODULE(_core, m) {
+  using namespace flashpp::python;
+  m.doc() = "flashpp C++ core (see the flashpp package for the documented API)";
+  register_errors(m);
+
+  nb::class_<Options>(m, "Options")
+      .def(
+          "__init__",
+          [](Options* self, std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
+             std::int64_t window_right, float softcap, bool deterministic, std::int64_t max_seqlen_q,
+             std::int64_t max_seqlen_k, std::uintptr_t stream) {
+            new (self) Options{softmax_scale, causal,       window_left,  window_right, softcap,
+                               deterministic, max_seqlen_q, max_seqlen_k, stream};
+          },
+          nb::kw_only(), "softmax_scale"_a = nb::none(), "causal"_a = false, "window_left"_a = -1,
+          "window_right"_a = -1, "softcap"_a = 0.f, "deterministic"_a = false, "max_seqlen_q"_a = 0,
+          "max_seqlen_k"_a = 0, "stream"_a = 0)
+      .def_rw("softmax_scale", &Options::softmax_scale)
+      .def_rw("causal", &Options::causal)
+      .def_rw("window_left", &Options::window_left)
+      .def_rw("window_right", &Options::window_right)
+      .def_rw("softcap", &Options::softcap)
+      .def_rw("deterministic", &Options::deterministic)
+      .def_rw("max_seqlen_q", &Options::max_seqlen_q)
+      .def_rw("max_seqlen_k", &Options::max_seqlen_k)
+      .def_rw("stream", &Options::stream);
+
+  m.def("forward", &py_forward, "q"_a.none(), "k"_a.none(), "v"_a.none(), "out"_a.none(), "lse"_a.none(), "options"_a,
+        "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(), "alloc"_a.none() = nb::none(),
+        "Runs the forward pass into `out` (and `lse` unless None).");
+  m.def("backward", &py_backward, "dout"_a.none(), "q"_a.none(), "k"_a.none(), "v"_a.none(), "out"_a.none(),
+        "lse"_a.none(), "dq"_a.none(), "dk"_a.none(), "dv"_a.none(),
+        "options"_a, "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(),
+        "alloc"_a.none() = nb::none(), "Runs the backward pass into dq, dk, dv.");
+  m.def(
+      "forward_workspace_bytes",
+      [](nb::handle q, nb::handle k, nb::handle v, const Options& o, nb::handle cu_q, nb::handle cu_k) {
+        return with_views(q, k, v, o, cu_q, cu_k, [](auto&... a) { return flashpp::forward_workspace_bytes(a...); });
+      },
+      "q"_a.none(), "k"_a.none(), "v"_a.none(), "options"_a, "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none());
+  m.def(
+      "backward_workspace_bytes",
+      [](nb::handle q, nb::handle k, nb::handle v, const Options& o, nb::handle cu_q, nb::handle cu_k) {
+        return with_views(q, k, v, o, cu_q, cu_k, [](auto&... a) { return flashpp::backward_workspace_bytes(a...); });
+      },
+      "q"_a.none(), "k"_a.none(), "v"_a.none(), "options"_a, "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none());
+  m.def(
+      "select_forward",
+      [](nb::handle q, nb::handle k, nb::handle v, const Options& o, nb::handle cu_q, nb::handle cu_k) {
+        return with_views(q, k, v, o, cu_q, cu_k, [](auto&... a) { return as_tuple(flashpp::select_forward(a...)); });
+      },
+      "q"_a.none(), "k"_a.none(), "v"_a.none(), "options"_a, "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(),
+      "(ok, backend, reason): which backend would run the forward, or why none can.");
+  m.def(
+      "select_backward",
+      [](nb::handle q, nb::handle k, nb::handle v, const Options& o, nb::handle cu_q, nb::handle cu_k) {
+        return with_views(q, k, v, o, cu_q, cu_k, [](auto&... a) { return as_tuple(flashpp::select_backward(a...)); });
+      },
+      "q"_a.none(), "k"_a.none(), "v"_a.none(), "options"_a, "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(),
+      "(ok, backend, reason): which backend would run the backward, or why none can.");
+  m.def(
+      "address_of",
+      [](nb::handle obj) {
+        KeepAlive keep;
+        return reinterpret_cast<std::uintptr_t>(to_view(obj, "array", keep).data);
+      },
+      "array"_a, "Address of the first element of a DLPack or buffer-protocol array.");
+  m.def("synchronize_stream", &synchronize_stream, "stream"_a, "device"_a);
+  m.def("built_with_cuda", &flashpp::built_with_cuda);
+  m.def("version", [] { return std::string(flashpp::version()); });
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# On a GPU machine: build flashpp with the CUDA backend (all cores, Ninja), run the
+# GPU tests (CTest label "gpu"), compute-sanitizer memcheck and racecheck on a small
+# dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
+# backends; then print a summary table last. Full logs and JSON go to $OUT
+# (default results/device); at most 8 files, so the tool that fetches them gets all.
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize bench profile" (default: all)
+#   FLASHPP_TEST_REGEX    ctest -R filter for the test step (default: every gpu test)
+#   FLASHPP_BENCH_QUICK=1 one benchmark configuration only
+#   FLASHPP_DEVICE_BUDGET seconds for the whole script (default 560): later steps
+#                         shrink their timeouts so the summary always prints
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-$PWD/results/device}
+mkdir -p "$out"
+build=${FLASHPP_DEVICE_BUILD:-build-device}
+jobs=$(nproc)
+steps=${FLASHPP_DEVICE_STEPS:-build test sanitize bench profile}
+summary=()
+note() { summary+=("$(printf '| %-10s | %s |' "$1" "$2")"); }
+has_step() { [[ " $steps " == *" $1 "* ]]; }
+start=$(date +%s)
+budget=${FLASHPP_DEVICE_BUDGET:-560}
+# Seconds a step may take: what it asks for, capped by what is left (minus a margin).
+allow() {
+  local left=$((budget - ($(date +%s) - start) - 20))
+  ((left < $1)) && echo $((left > 0 ? left : 1)) || echo "$1"
+}
+
+echo "== device =="
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 | tee "$out/summary.txt"
+
+if has_step build; then
+  echo "== build =="
+  extra=()
+  # GoogleTest: the system's, else the source copy carried in build-deps/googletest.
+  if ! compgen -G "/usr/lib*/cmake/GTest" >/dev/null && ! compgen -G "/usr/lib/*/cmake/GTest" >/dev/null &&
+     [ -d build-deps/googletest ]; then
+    cmake -S build-deps/googletest -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
+      -DCMAKE_INSTALL_PREFIX=/tmp/gtest >/dev/null && cmake --build /tmp/gtest-build -j "$jobs" >/dev/null &&
+      cmake --install /tmp/gtest-build >/dev/null && extra+=(-DCMAKE_PREFIX_PATH=/tmp/gtest)
+  fi
+  # Older CMake (< 3.26) has no CUDA20 flags for nvcc; they are plain -std=c++20.
+  extra+=(-DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20)
+  t0=$(date +%s)
+  { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPP_CUDA=ON -DFLASHPP_BUILD_TESTS=ON \
+      -DFLASHPP_BUILD_BENCH=OFF -DFLASHPP_BUILD_EXAMPLES=OFF "${extra[@]}" &&
+    cmake --build "$build" -j "$jobs" -- -k 0; } >"$out/build.log" 2>&1
+  rc=$?
+  t1=$(date +%s)
+  cp "$build/.ninja_log" "$out/ninja_log.txt" 2>/dev/null
+  if [ $rc -eq 0 ]; then note build "ok in $((t1 - t0)) s ($jobs jobs)"; else
+    note build "FAILED (rc $rc), see build.log"; tail -40 "$out/build.log"; fi
+fi
+
+if has_step test; then
+  echo "== GPU tests =="
+  args=(-L gpu)
+  [ -n "${FLASHPP_TEST_REGEX:-}" ] && args=(-R "$FLASHPP_TEST_REGEX")
+  timeout "$(allow 240)" ctest --test-dir "$build" "${args[@]}" --output-on-failure -j 8 --timeout 240 >"$out/ctest.log" 2>&1
+  rc=$?
+  grep -E "tests passed|Failed|\*\*\*|Not Run" "$out/ctest.log" | tail -25
+  line=$(grep -E "tests passed" "$out/ctest.log" | tail -1)
+  note tests "${line:-no summary (rc $rc)}"
+  grep -q "Skipped" "$out/ctest.log" && note skipped "$(grep -c '\*\*\*Skipped\|Skipped ' "$out/ctest.log") tests, see ctest.log"
+fi
+
+if has_step sanitize; then
+  echo "== compute-sanitizer =="
+  bin="$build/tests/cuda/flashpp_cuda_sanitize_cases"
+  for tool in memcheck racecheck; do
+    log="/tmp/flashpp_sanitize_$tool.log"
+    timeout "$(allow 150)" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin" >"$log" 2>&1
+    rc=$?
+    res=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
+    cases=$(grep -E "sanitize cases" "$log" | tail -1)
+    note "$tool" "rc $rc; ${res:-no summary}; ${cases:-}"
+    { echo "==== $tool (rc $rc) ===="; cat "$log"; } >>"$out/sanitize.log"
+    tail -3 "$log"
+  done
+fi
+
+if has_step bench; then
+  echo "== benchmark =="
+  q=()
+  [ "${FLASHPP_BENCH_QUICK:-0}" = 1 ] && q=(--quick)
+  timeout "$(allow 120)" "$build/tests/cuda/flashpp_cuda_bench" --json "$out/bench_flashpp.json" "${q[@]}" 2>&1 | tee -a "$out/summary.txt"
+  note bench "flashpp rc ${PIPESTATUS[0]}"
+  PYTHONUNBUFFERED=1 timeout "$(allow 150)" python3 scripts/peer_bench.py --json "$out/bench_peers.json" \
+    --ours "$out/bench_flashpp.json" --table /tmp/flashpp_bench_table.md "${q[@]}" >>"$out/summary.txt" 2>&1
+  note peers "rc $?"
+fi
+
+if has_step profile; then
+  echo "== profile (ncu, hdim 128, N 4K) =="
+  # One launch of each main kernel with the sections that say where time goes.
+  for k in fwd_kernel bwd_kernel; do
+    timeout "$(allow 90)" ncu --clock-control none -k "regex:${k}" -c 1 --section SpeedOfLight \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats \
+      --section WarpStateStats --section Occupancy --section LaunchStats \
+      "$build/tests/cuda/flashpp_cuda_bench" --quick --reps 1 >>"$out/profile.txt" 2>&1
+    note "ncu $k" "rc $?"
+  done
+fi
+
+{
+  echo
+  echo "== summary =="
+  echo "| step | result |"
+  echo "|---|---|"
+  printf '%s\n' "${summary[@]}"
+  [ -f /tmp/flashpp_bench_table.md ] && { echo; cat /tmp/flashpp_bench_table.md; }
+} | tee -a "$out/summary.txt"

@@ -1,0 +1,55 @@
+#pragma once
+// Cooperative global -> shared tile copies through cp.async, one 16-byte chunk per
+// thread per step. Rows past `rows` and columns past `cols` are zero-filled in shared
+// memory and never read from global memory, which is how partial tiles and head dims
+// below the compiled size are handled. Offsets are 64-bit: a row stride times a row
+// index can exceed 2^31 elements.
+#include <cstdint>
+
+#include "cuda/common/smem_tile.cuh"
+#include "cuda/ptx/cp_async.cuh"
+
+namespace flashpp::cuda {
+
+template <class Tile, int THREADS, typename T>
+__device__ __forceinline__ void copy_tile_async(std::uint32_t tile, const T* base, std::int64_t row_stride, int rows,
+                                                int cols, int tid) {
+  constexpr int kTotal = Tile::kRows * Tile::kChunks;
+  constexpr int kSteps = (kTotal + THREADS - 1) / THREADS;
+  if constexpr (THREADS % Tile::kChunks == 0 && (THREADS / Tile::kChunks) % 8 == 0) {
+    // Each thread keeps one chunk column and steps down by a multiple of 8 rows, so its
+    // swizzled column never changes: one shared address and one global pointer,
+    // advanced by constants, instead of a table of per-step addresses in registers.
+    constexpr int kRowsPerStep = THREADS / Tile::kChunks;
+    const int row0 = tid / Tile::kChunks, chunk = tid % Tile::kChunks;
+    const std::uint32_t dst = tile + Tile::offset(row0, chunk);
+    const T* src = base + std::int64_t(row0) * row_stride + chunk * 8;
+    const std::int64_t step = std::int64_t(kRowsPerStep) * row_stride;
+    const bool col_ok = chunk * 8 < cols;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const bool valid = col_ok && row0 + s * kRowsPerStep < rows;
+      ptx::cp_async_16(dst + s * kRowsPerStep * Tile::kRowBytes, valid ? src + s * step : base, valid);
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int idx = tid + s * THREADS;
+      if (kTotal % THREADS != 0 && idx >= kTotal) break;
+      const int row = idx / Tile::kChunks;
+      const int chunk = idx % Tile::kChunks;
+      const bool valid = row < rows && chunk * 8 < cols;
+      const T* src = valid ? base + std::int64_t(row) * row_stride + chunk * 8 : base;
+      ptx::cp_async_16(tile + Tile::offset(row, chunk), src, valid);
+    }
+  }
+}
+
+// N fp32 values, one per thread with 0 <= tid < N (callers shift tid to pick threads) -> shared memory; entries at or
+// past `valid` are zero-filled.
+template <int N>
+__device__ __forceinline__ void copy_floats_async(std::uint32_t dst, const float* src, int valid, int tid) {
+  if (tid >= 0 && tid < N) ptx::cp_async_4(dst + 4u * tid, tid < valid ? src + tid : src, tid < valid);
+}
+
+}  // namespace flashpp::cuda

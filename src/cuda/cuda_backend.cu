@@ -1,0 +1,112 @@
+// The CUDA backend behind flashpp::forward/backward: picks the kernel through the
+// registry, lays out the workspace and orders the backward passes on the caller's
+// stream. Nothing here keeps per-call state, so calls from several host threads on
+// different streams run independently.
+#include "cuda/cuda_backend.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/check.hpp"
+#include "cuda/registry.hpp"
+#include "cuda/sm80/bwd_prep.hpp"
+#include "cuda/sm80/tile_configs.hpp"
+#include "flashpp/error.hpp"
+
+namespace flashpp::cuda {
+namespace {
+
+constexpr std::size_t kAlign = 256;
+
+std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+std::int64_t total_q_rows(const AttnParams& p) {
+  return p.cu_seqlens_q != nullptr ? p.total_q : std::int64_t(p.batch) * p.seqlen_q;
+}
+
+Choice to_choice(const Selected& s) { return {s.entry != nullptr, s.name, s.reason}; }
+
+const KernelEntry& require(Pass pass, const AttnParams& p, int device) {
+  const Selected s = select(pass, p, device);
+  if (s.entry == nullptr) throw Error(ErrorKind::not_supported, "q", s.reason);
+  return *s.entry;
+}
+
+// Backward workspace: D = rowsum(dO * O) (heads_q x rows), then, unless
+// deterministic, the fp32 dQ accumulator (rows x heads_q x compiled head dim).
+struct BwdLayout {
+  std::size_t dsum_bytes = 0, accum_bytes = 0;
+  std::size_t total() const { return dsum_bytes + accum_bytes; }
+};
+
+BwdLayout bwd_layout(const AttnParams& p, int compiled_head_dim) {
+  const std::int64_t rows = total_q_rows(p);
+  BwdLayout l;
+  l.dsum_bytes = align_up(std::size_t(rows) * p.heads_q * sizeof(float));
+  if (!p.deterministic) l.accum_bytes = align_up(std::size_t(rows) * p.heads_q * compiled_head_dim * sizeof(float));
+  return l;
+}
+
+}  // namespace
+
+Choice select_forward(const AttnParams& p, int device) { return to_choice(select(Pass::forward, p, device)); }
+
+Choice select_backward(const AttnParams& p, int device) {
+  Selected s = select(Pass::backward, p, device);
+  if (s.entry != nullptr && p.deterministic) {
+    const Selected dq = select(Pass::backward_dq, p, device);
+    if (dq.entry == nullptr) return to_choice(dq);
+    s.name += " (deterministic dQ)";
+  }
+  return to_choice(s);
+}
+
+std::size_t forward_workspace_bytes(const AttnParams&, int) { return 0; }
+
+void forward(const AttnParams& p, void*, std::size_t, void* stream, int device) {
+  const KernelEntry& e = require(Pass::forward, p, device);
+  DeviceGuard guard(device);
+  LaunchArgs a;
+  a.stream = static_cast<cudaStream_t>(stream);
+  e.launch(p, a);
+}
+
+std::size_t backward_workspace_bytes(const AttnParams& p, int) {
+  const int d = sm80::round_head_dim(std::max(p.head_dim, p.head_dim_v));
+  return d == 0 ? 0 : bwd_layout(p, d).total();
+}
+
+void backward(const AttnParams& p, void* workspace, std::size_t workspace_bytes, void* stream, int device) {
+  const KernelEntry& main = require(Pass::backward, p, device);
+  const KernelEntry* dq = p.deterministic ? &require(Pass::backward_dq, p, device) : nullptr;
+  const BwdLayout layout = bwd_layout(p, main.head_dim);
+  if (layout.total() > 0 && (workspace == nullptr || workspace_bytes < layout.total()))
+    throw Error(ErrorKind::value, "workspace",
+                "needs " + std::to_string(layout.total()) + " bytes (ask backward_workspace_bytes)");
+  if (reinterpret_cast<std::uintptr_t>(workspace) % kAlign != 0)
+    throw Error(ErrorKind::value, "workspace", "must be 256-byte aligned device memory");
+
+  DeviceGuard guard(device);
+  const std::int64_t rows = total_q_rows(p);
+  LaunchArgs a;
+  a.stream = static_cast<cudaStream_t>(stream);
+  auto* base = static_cast<unsigned char*>(workspace);
+  a.bwd.dsum = reinterpret_cast<float*>(base);
+  a.bwd.dsum_head_stride = rows;
+  if (!p.deterministic) {
+    a.bwd.dq_accum = reinterpret_cast<float*>(base + layout.dsum_bytes);
+    a.bwd.dq_accum_row_stride = std::int64_t(p.heads_q) * main.head_dim;
+    if (layout.accum_bytes > 0)
+      check_cuda(cudaMemsetAsync(a.bwd.dq_accum, 0, layout.accum_bytes, a.stream), "cudaMemsetAsync(dQ accumulator)");
+  }
+  sm80::launch_dot_do_o(p, a.bwd.dsum, rows, a.stream);
+  main.launch(p, a);
+  if (dq != nullptr)
+    dq->launch(p, a);
+  else
+    sm80::launch_dq_convert(p, a.bwd.dq_accum, rows, main.head_dim, a.stream);
+}
+
+}  // namespace flashpp::cuda

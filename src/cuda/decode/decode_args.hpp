@@ -1,0 +1,36 @@
+#pragma once
+// What the decode attention and combine kernels receive (by value, as a
+// __grid_constant__ argument), and the kernel entry each instance file
+// provides. Host-visible: no CUDA device code here.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/kvcache_params.hpp"
+
+namespace flashpp::cuda::decode {
+
+struct DecodeArgs {
+  KVCacheParams p;
+  // Split partials (num_splits > 1): partial row (split, row) of a call with
+  // part_rows = batch * heads_q * seqlen_q rows, row = (b * heads_q + h) * seqlen_q + i.
+  float* o_part = nullptr;    // (num_splits, part_rows, head_dim_v), normalized
+  float* lse_part = nullptr;  // (num_splits, part_rows), -inf for a split that saw no key
+  std::int64_t part_rows = 0;
+  int rows_per_kv_head = 0;   // packed query rows sharing a kv head: seqlen_q * gqa_ratio
+};
+
+// One compiled attention kernel (dtype, head dim, row tiles).
+struct AttentionKernel {
+  // Opts in to its shared memory on the current device and reports how many
+  // blocks fit on one SM. Host-side only; call before capturing a graph.
+  cudaError_t (*prepare)(int* blocks_per_sm);
+  void (*launch)(const DecodeArgs& args, dim3 grid, cudaStream_t stream);
+  std::size_t smem_bytes;
+};
+
+// Defined by decode_kernel.cuh, instantiated in src/cuda/decode/instances/.
+template <typename T, int D, int MT>
+AttentionKernel attention_kernel();
+
+}  // namespace flashpp::cuda::decode

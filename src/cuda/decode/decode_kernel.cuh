@@ -1,0 +1,345 @@
+#pragma once
+// Split-KV decode attention: one block per (sequence, kv head, split, row
+// block). The block's rows are the query heads that share the kv head times
+// the query positions (GQA packing), so each K/V tile crosses HBM once for all
+// of them. K/V tiles stream through a STAGES-deep cp.async ring straight from
+// the cache, contiguous or paged (each 16-byte chunk finds its page through
+// block_table; the page ids of a tile are fetched one iteration ahead so their
+// latency hides behind the math). Each warp owns keys_per_warp keys of every
+// tile with its own online softmax; at the end the warps merge in shared
+// memory and the block writes either the final rows or its split's partial
+// (O, LSE) for the combine kernel.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "common/kvcache_params.hpp"
+#include "common/lse_merge.hpp"
+#include "common/mask.hpp"
+#include "common/rotary.hpp"
+#include "cuda/common/element.cuh"
+#include "cuda/common/online_softmax.cuh"
+#include "cuda/common/scores.cuh"
+#include "cuda/common/smem_tile.cuh"
+#include "cuda/common/warp_gemm.cuh"
+#include "cuda/decode/decode_args.hpp"
+#include "cuda/decode/decode_config.hpp"
+#include "cuda/decode/validation.cuh"
+#include "cuda/ptx/cp_async.cuh"
+#include "cuda/ptx/math.cuh"
+
+namespace flashpp::cuda::decode {
+
+template <int D, int MT>
+struct DecodeSmem {
+  static constexpr DecodeTiles kT = decode_tiles(D);
+  static constexpr int kRows = 16 * MT;
+  using QTile = SmemTile<kRows, D>;
+  using KVTile = SmemTile<kT.block_n(), D>;
+  union Ring {
+    struct {
+      alignas(128) unsigned char k[kT.stages][KVTile::kBytes];
+      alignas(128) unsigned char v[kT.stages][KVTile::kBytes];
+    } tiles;
+    alignas(128) float merge[kWarps][kRows][D + 4];
+  };
+  Ring ring;
+  alignas(128) unsigned char q[QTile::kBytes];
+  float warp_lse[kWarps][kRows];
+};
+
+// Cache slot -> page arithmetic; power-of-two page sizes take shifts.
+struct PageMap {
+  int shift, size;
+  __device__ __forceinline__ int page(int j) const { return shift >= 0 ? j >> shift : j / size; }
+  __device__ __forceinline__ int slot(int j, int page) const { return j - page * size; }
+};
+
+template <typename T, int D, int MT>
+__global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
+    decode_kernel(const __grid_constant__ DecodeArgs args) {
+  using Smem = DecodeSmem<D, MT>;
+  using QTile = typename Smem::QTile;
+  using KVTile = typename Smem::KVTile;
+  constexpr DecodeTiles kT = decode_tiles(D);
+  constexpr int BN = kT.block_n(), KPW = kT.keys_per_warp, S = kT.stages, ROWS = 16 * MT;
+  constexpr int NS = KPW / 8, NO = D / 8, CH = D / 8;
+  constexpr int kRowStep = kThreads / CH;   // tile rows one pass of the block covers
+  constexpr int kSteps = BN / kRowStep;     // passes per tile = rows each thread copies
+  static_assert(kThreads % CH == 0 && BN % kRowStep == 0, "copy passes must tile the K/V tile");
+  static_assert(sizeof(Smem) == smem_bytes(kT, MT), "shared-memory struct must match the tile table");
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+
+  const KVCacheParams& p = args.p;
+  const AttnParams& a = p.attn;
+  const int b = blockIdx.x / a.heads_kv, hk = blockIdx.x % a.heads_kv;
+  const int split = blockIdx.y;
+  const int row0 = blockIdx.z * ROWS;
+  const int rows = min(ROWS, args.rows_per_kv_head - row0);
+  const int gq = a.gqa_ratio;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int wl = a.window_left, wr = a.window_right;
+
+  // A sequence whose tables fail the device checks attends over nothing.
+  const bool valid = !p.validate_on_device || sequence_valid(p, b);
+  const int len = valid ? cache_len(p, b) : 0;
+  const int seqlen_k = valid ? len + p.seqlen_new : 0;
+
+  // Keys the block's rows can see (visible ranges grow with the position),
+  // and this split's share of them.
+  const int i_first = row0 / gq, i_last = (row0 + rows - 1) / gq;
+  const VisibleRange vis_first = visible_keys(i_first, a.seqlen_q, seqlen_k, wl, wr);
+  const VisibleRange vis_last = visible_keys(i_last, a.seqlen_q, seqlen_k, wl, wr);
+  KeySpan span{0, 0};
+  if (vis_first.lo < vis_last.hi) span = split_span(int(vis_first.lo), int(vis_last.hi), BN, p.num_splits, split);
+  const int tile0 = span.lo / BN * BN;
+  const int n_tiles = span.lo < span.hi ? (span.hi - tile0 + BN - 1) / BN : 0;
+
+  // ---- producers: Q once, then K/V tiles ----
+  const std::uint32_t q_s = ptx::smem_u32(sm.q);
+  const std::uint32_t k_s = ptx::smem_u32(sm.ring.tiles.k[0]);
+  const std::uint32_t v_s = ptx::smem_u32(sm.ring.tiles.v[0]);
+  {
+    const T* qb = static_cast<const T*>(a.q) + b * a.q_batch_stride;
+#pragma unroll
+    for (int idx = tid; idx < ROWS * CH; idx += kThreads) {
+      const int r = idx / CH, c = idx % CH;
+      const bool ok = r < rows && c * 8 < a.head_dim;
+      const int pr = row0 + r;
+      const T* src = ok ? qb + std::int64_t(pr / gq) * a.q_row_stride + std::int64_t(hk * gq + pr % gq) * a.q_head_stride + c * 8
+                        : qb;
+      ptx::cp_async_16(q_s + QTile::offset(r, c), src, ok);
+    }
+    ptx::cp_async_commit_group();
+  }
+
+  const bool paged = p.block_table != nullptr;
+  const PageMap pm{p.page_shift, p.page_size};
+  const std::int32_t* table = paged ? p.block_table + b * p.block_table_stride : nullptr;
+  const int chunk = tid % CH, row_in = tid / CH;
+  // Contiguous caches: every slot of the sequence sits at base + j * row_stride.
+  const std::int64_t cache_row = paged ? 0 : (p.cache_batch_idx ? p.cache_batch_idx[b] : b);
+  const T* k_base = static_cast<const T*>(a.k) + cache_row * a.k_batch_stride + std::int64_t(hk) * a.k_head_stride + chunk * 8;
+  const T* v_base = static_cast<const T*>(a.v) + cache_row * a.v_batch_stride + std::int64_t(hk) * a.v_head_stride + chunk * 8;
+  const bool k_chunk_ok = chunk * 8 < a.head_dim, v_chunk_ok = chunk * 8 < a.head_dim_v;
+
+  int pages[kSteps];
+  auto fetch_pages = [&](int t) {
+    if (!paged) return;
+    const int n0 = tile0 + t * BN;
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) {
+      const int j = n0 + row_in + k * kRowStep;
+      pages[k] = (j >= span.lo && j < span.hi) ? table[pm.page(j)] : 0;
+    }
+  };
+  auto issue = [&](int t, int stage) {
+    const int n0 = tile0 + t * BN;
+    const std::uint32_t ks = k_s + stage * KVTile::kBytes, vs = v_s + stage * KVTile::kBytes;
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) {
+      const int r = row_in + k * kRowStep, j = n0 + r;
+      const bool in = j >= span.lo && j < span.hi;
+      std::int64_t ko, vo;
+      if (paged) {
+        const int slot = j - pm.page(j) * pm.size;
+        ko = std::int64_t(pages[k]) * a.k_batch_stride + std::int64_t(slot) * a.k_row_stride;
+        vo = std::int64_t(pages[k]) * a.v_batch_stride + std::int64_t(slot) * a.v_row_stride;
+      } else {
+        ko = std::int64_t(j) * a.k_row_stride;
+        vo = std::int64_t(j) * a.v_row_stride;
+      }
+      ptx::cp_async_16(ks + KVTile::offset(r, chunk), in && k_chunk_ok ? k_base + ko : k_base, in && k_chunk_ok);
+      ptx::cp_async_16(vs + KVTile::offset(r, chunk), in && v_chunk_ok ? v_base + vo : v_base, in && v_chunk_ok);
+    }
+  };
+
+#pragma unroll
+  for (int st = 0; st < S - 1; ++st) {
+    if (st < n_tiles) {
+      fetch_pages(st);
+      issue(st, st);
+    }
+    ptx::cp_async_commit_group();
+  }
+  if (S - 1 < n_tiles) fetch_pages(S - 1);
+
+  // Q has landed (only the S - 1 tile groups may still be in flight).
+  ptx::cp_async_wait_group<S - 1>();
+  __syncthreads();
+  if (p.rotary_cos != nullptr && valid) {
+    const int half = p.rotary_dim / 2;
+    const T* cs = static_cast<const T*>(p.rotary_cos);
+    const T* sn = static_cast<const T*>(p.rotary_sin);
+    for (int idx = tid; idx < rows * half; idx += kThreads) {
+      const int r = idx / half, pr = idx % half;
+      const int pos = rotary_q_position(len, (row0 + r) / gq, p.rotary_q_per_row);
+      const RotaryPair e = rotary_pair(pr, p.rotary_dim, p.rotary_interleaved);
+      T* xa = reinterpret_cast<T*>(sm.q + QTile::offset(r, e.a / 8) + (e.a % 8) * 2);
+      T* xb = reinterpret_cast<T*>(sm.q + QTile::offset(r, e.b / 8) + (e.b % 8) * 2);
+      float fa = Element<T>::to_float(*xa), fb = Element<T>::to_float(*xb);
+      rotate_pair(fa, fb, Element<T>::to_float(cs[std::int64_t(pos) * p.rotary_cos_stride + pr]),
+                  Element<T>::to_float(sn[std::int64_t(pos) * p.rotary_sin_stride + pr]));
+      *xa = Element<T>::from_float(fa);
+      *xb = Element<T>::from_float(fb);
+    }
+    __syncthreads();
+  }
+
+  // ---- per-row visibility inside the span ----
+  // Padding rows (r >= rows) have zero Q, hence finite scores; they are never
+  // written, so they skip masking.
+  int rlo[MT][2], rhi[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = mt * 16 + g + 8 * hh;
+      if (r < rows) {
+        const VisibleRange vr = visible_keys((row0 + r) / gq, a.seqlen_q, seqlen_k, wl, wr);
+        rlo[mt][hh] = max(int(vr.lo), span.lo);
+        rhi[mt][hh] = min(int(vr.hi), span.hi);
+      } else {
+        rlo[mt][hh] = INT_MIN;
+        rhi[mt][hh] = INT_MAX;
+      }
+    }
+  // Keys every real row sees: a warp's sub-tile inside them needs no mask.
+  const int lo_all = max(span.lo, int(vis_last.lo));
+  const int hi_all = min(span.hi, int(vis_first.hi));
+
+  const ScoreMap smap = ScoreMap::from(a);
+  float o[MT][NO][4];
+  zero(o);
+  OnlineSoftmax<MT> softmax;
+  softmax.init();
+
+  for (int it = 0; it < n_tiles; ++it) {
+    ptx::cp_async_wait_group<S - 2>();
+    // Tile `it` has landed for every thread, and every warp is done with the
+    // stage the next prefetch overwrites (it held tile it - 1).
+    __syncthreads();
+    const int next = it + S - 1;
+    if (next < n_tiles) issue(next, next % S);
+    ptx::cp_async_commit_group();
+    if (next + 1 < n_tiles) fetch_pages(next + 1);
+
+    const int stage = it % S;
+    const int kw0 = tile0 + it * BN + warp * KPW;
+    float s[MT][NS][4];
+    zero(s);
+    gemm_ss<T, QTile, Major::mk, KVTile, Major::mk, MT, NS, D / 16>(s, q_s, 0, 0, k_s + stage * KVTile::kBytes,
+                                                                   warp * KPW, 0, lane);
+    smap.apply(s);
+    if (kw0 < lo_all || kw0 + KPW > hi_all) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = kw0 + nt * 8 + 2 * t4 + (e & 1), hh = e >> 1;
+            if (key < rlo[mt][hh] || key >= rhi[mt][hh]) s[mt][nt][e] = -INFINITY;
+          }
+    }
+    softmax.update(s, o);
+    std::uint32_t pa[MT][NS / 2][4];
+    acc_to_a<T>(pa, s);
+    gemm_rs<T, KVTile, Major::km, MT, NO, NS / 2>(o, pa, v_s + stage * KVTile::kBytes, 0, warp * KPW, lane);
+  }
+
+  // ---- merge the warps (common/lse_merge.hpp) ----
+  ptx::cp_async_wait_group<0>();
+  __syncthreads();  // the ring becomes the merge buffer
+  float lse_w[MT][2], sum_w[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      sum_w[mt][hh] = quad_sum(softmax.sum[mt][hh]);
+      lse_w[mt][hh] = lse_from_log2_state(softmax.max[mt][hh], sum_w[mt][hh]);
+      if (t4 == 0) sm.warp_lse[warp][mt * 16 + g + 8 * hh] = lse_w[mt][hh];
+    }
+  __syncthreads();
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = mt * 16 + g + 8 * hh;
+      LseMerge m;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) m.add(sm.warp_lse[w][r]);
+      const float f = sum_w[mt][hh] > 0.f ? merge_weight(lse_w[mt][hh], m.lse()) / sum_w[mt][hh] : 0.f;
+      float* dst = sm.ring.merge[warp][r];
+#pragma unroll
+      for (int nt = 0; nt < NO; ++nt) {
+        dst[nt * 8 + 2 * t4] = o[mt][nt][2 * hh] * f;
+        dst[nt * 8 + 2 * t4 + 1] = o[mt][nt][2 * hh + 1] * f;
+      }
+    }
+  __syncthreads();
+
+  // ---- write: final rows (one split) or this split's partial ----
+  const bool final_rows = p.num_splits == 1;
+  const int dv = a.head_dim_v;
+  for (int idx = tid; idx < rows * (D / 4); idx += kThreads) {
+    const int r = idx / (D / 4), c = (idx % (D / 4)) * 4;
+    if (c >= dv) continue;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float4 x = *reinterpret_cast<const float4*>(&sm.ring.merge[w][r][c]);
+      acc.x += x.x;
+      acc.y += x.y;
+      acc.z += x.z;
+      acc.w += x.w;
+    }
+    const int pr = row0 + r, i = pr / gq, h = hk * gq + pr % gq;
+    float lse = -INFINITY;
+    if (c == 0) {
+      LseMerge m;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) m.add(sm.warp_lse[w][r]);
+      lse = m.lse();
+    }
+    if (final_rows) {
+      T* dst = static_cast<T*>(a.o) + b * a.o_batch_stride + std::int64_t(i) * a.o_row_stride +
+               std::int64_t(h) * a.o_head_stride + c;
+      uint2 packed;
+      packed.x = Element<T>::pack(acc.x, acc.y);
+      packed.y = Element<T>::pack(acc.z, acc.w);
+      *reinterpret_cast<uint2*>(dst) = packed;
+      if (c == 0 && a.lse != nullptr)
+        a.lse[b * a.lse_batch_stride + std::int64_t(h) * a.lse_head_stride + i] = lse;
+    } else {
+      const std::int64_t prow = std::int64_t(split) * args.part_rows + (std::int64_t(b) * a.heads_q + h) * a.seqlen_q + i;
+      *reinterpret_cast<float4*>(args.o_part + prow * dv + c) = acc;
+      if (c == 0) args.lse_part[prow] = lse;
+    }
+  }
+}
+
+template <typename T, int D, int MT>
+cudaError_t prepare_decode_kernel(int* blocks_per_sm) {
+  constexpr std::size_t bytes = smem_bytes(decode_tiles(D), MT);
+  cudaError_t e = cudaFuncSetAttribute(decode_kernel<T, D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  if (e != cudaSuccess) return e;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, decode_kernel<T, D, MT>, kThreads, bytes);
+}
+
+template <typename T, int D, int MT>
+void launch_decode_kernel(const DecodeArgs& args, dim3 grid, cudaStream_t stream) {
+  decode_kernel<T, D, MT><<<grid, kThreads, smem_bytes(decode_tiles(D), MT), stream>>>(args);
+}
+
+template <typename T, int D, int MT>
+AttentionKernel attention_kernel() {
+  return {&prepare_decode_kernel<T, D, MT>, &launch_decode_kernel<T, D, MT>, smem_bytes(decode_tiles(D), MT)};
+}
+
+}  // namespace flashpp::cuda::decode

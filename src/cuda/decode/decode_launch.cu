@@ -1,0 +1,213 @@
+// Host side of the CUDA decode path: picks the compiled kernel (dtype, head
+// dim, row tiles), sizes the split-KV workspace, and orders the launches on
+// the caller's stream: clear status -> append -> attention -> combine. No host
+// synchronization and no allocation, so the sequence can be graph-captured.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "cuda/check.hpp"
+#include "cuda/decode/append_kernel.cuh"
+#include "cuda/decode/combine_kernel.cuh"
+#include "cuda/decode/decode_args.hpp"
+#include "cuda/decode/decode_backend.hpp"
+#include "cuda/decode/decode_config.hpp"
+#include "flashpp/error.hpp"
+
+namespace flashpp::cuda::decode {
+
+// Instances live in instances/*.cu.
+extern template AttentionKernel attention_kernel<__nv_bfloat16, 64, 1>();
+extern template AttentionKernel attention_kernel<__nv_bfloat16, 64, 2>();
+extern template AttentionKernel attention_kernel<__nv_bfloat16, 128, 1>();
+extern template AttentionKernel attention_kernel<__nv_bfloat16, 128, 2>();
+extern template AttentionKernel attention_kernel<__nv_bfloat16, 256, 1>();
+extern template AttentionKernel attention_kernel<__half, 64, 1>();
+extern template AttentionKernel attention_kernel<__half, 64, 2>();
+extern template AttentionKernel attention_kernel<__half, 128, 1>();
+extern template AttentionKernel attention_kernel<__half, 128, 2>();
+extern template AttentionKernel attention_kernel<__half, 256, 1>();
+
+namespace {
+
+constexpr std::size_t kAlign = 256;
+std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+// How a call maps onto blocks.
+struct Shape {
+  int head_dim = 0;   // compiled
+  int row_tiles = 1;  // 16-row tiles per block
+  int row_blocks = 1;
+  int rows = 0;       // packed rows per kv head
+  int block_n = 0;
+};
+
+Shape shape_of(const KVCacheParams& p) {
+  const AttnParams& a = p.attn;
+  Shape s;
+  s.head_dim = decode_head_dim(std::max(a.head_dim, a.head_dim_v));
+  s.rows = a.seqlen_q * a.gqa_ratio;
+  s.row_tiles = s.rows > 16 ? max_row_tiles(s.head_dim) : 1;
+  s.row_blocks = std::max(1, (s.rows + 16 * s.row_tiles - 1) / (16 * s.row_tiles));
+  s.block_n = decode_tiles(s.head_dim).block_n();
+  return s;
+}
+
+template <typename T>
+AttentionKernel kernel_for_dtype(int d, int mt) {
+  if (d == 64) return mt == 2 ? attention_kernel<T, 64, 2>() : attention_kernel<T, 64, 1>();
+  if (d == 128) return mt == 2 ? attention_kernel<T, 128, 2>() : attention_kernel<T, 128, 1>();
+  return attention_kernel<T, 256, 1>();
+}
+
+AttentionKernel kernel_for(const KVCacheParams& p, const Shape& s) {
+  return p.attn.dtype == ElemType::bf16 ? kernel_for_dtype<__nv_bfloat16>(s.head_dim, s.row_tiles)
+                                        : kernel_for_dtype<__half>(s.head_dim, s.row_tiles);
+}
+
+struct DeviceFacts {
+  std::string error;
+  int sms = 0;
+  int major = 0;
+};
+
+std::mutex g_mutex;
+std::map<int, DeviceFacts> g_devices;
+std::map<std::tuple<int, int, int, int>, int> g_blocks_per_sm;  // (device, dtype, hdim, row tiles)
+
+const DeviceFacts& device_facts(int device) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_devices.find(device);
+  if (it != g_devices.end()) return it->second;
+  DeviceFacts f;
+  if (cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    cudaGetLastError();
+    f.error = "cannot query CUDA device " + std::to_string(device);
+  } else if (f.major < 8) {
+    f.error = "the decode kernels need compute capability 8.0 or newer (device " + std::to_string(device) + " is " +
+              std::to_string(f.major) + ".x)";
+  }
+  return g_devices.emplace(device, f).first->second;
+}
+
+// Opts the kernel in to its shared memory (once per device) and returns its
+// blocks per SM.
+int prepared_blocks_per_sm(const KVCacheParams& p, const Shape& s, int device) {
+  const auto key = std::make_tuple(device, int(p.attn.dtype), s.head_dim, s.row_tiles);
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_blocks_per_sm.find(key);
+    if (it != g_blocks_per_sm.end()) return it->second;
+  }
+  DeviceGuard guard(device);
+  int blocks = 0;
+  check_cuda(kernel_for(p, s).prepare(&blocks), "preparing the decode kernel");
+  if (blocks < 1) throw Error(ErrorKind::runtime, "cuda", "the decode kernel does not fit on this device");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_blocks_per_sm[key] = blocks;
+  return blocks;
+}
+
+std::string kernel_name(const KVCacheParams& p, const Shape& s) {
+  return std::string("cuda-decode ") + (p.attn.dtype == ElemType::bf16 ? "bf16" : "f16") + " hdim" +
+         std::to_string(s.head_dim) + " rows" + std::to_string(16 * s.row_tiles) + " splits" +
+         std::to_string(p.num_splits) + (p.paged() ? " paged" : " contiguous");
+}
+
+std::int64_t part_rows(const KVCacheParams& p) {
+  return std::int64_t(p.attn.batch) * p.attn.heads_q * p.attn.seqlen_q;
+}
+
+// Blocks per SM the split planner aims for. Measured on an H200 (docs/kvcache.md):
+// one block streaming a contiguous cache already keeps its SM's share of HBM
+// busy (a second one only adds DRAM contention), while paged blocks stall on
+// their block_table loads between tiles and need the second block's loads to
+// cover those gaps.
+int streaming_blocks_per_sm(const KVCacheParams& p, int fit) { return p.paged() ? std::min(fit, 2) : 1; }
+
+}  // namespace
+
+DecodeChoice select(const KVCacheParams& p, int device) {
+  const DeviceFacts& f = device_facts(device);
+  if (!f.error.empty()) return {false, "", f.error};
+  if (p.attn.dtype != ElemType::f16 && p.attn.dtype != ElemType::bf16)
+    return {false, "", "the decode kernels take float16 or bfloat16"};
+  const Shape s = shape_of(p);
+  if (s.head_dim == 0) return {false, "", "head dim above 256"};
+  return {true, kernel_name(p, s), ""};
+}
+
+int num_splits(const KVCacheParams& p, int device) {
+  if (p.num_splits > 0) return std::min(p.num_splits, kMaxSplits);
+  const DeviceFacts& f = device_facts(device);
+  if (!f.error.empty()) throw Error(ErrorKind::not_supported, "q", f.error);
+  const Shape s = shape_of(p);
+  const std::int64_t blocks = std::int64_t(p.attn.batch) * p.attn.heads_kv * s.row_blocks;
+  const int tiles = (p.capacity + s.block_n - 1) / s.block_n;  // the lengths are on the device: plan for capacity
+  return choose_num_splits(blocks, tiles, f.sms * streaming_blocks_per_sm(p, prepared_blocks_per_sm(p, s, device)),
+                           kMaxSplits);
+}
+
+std::size_t workspace_bytes(const KVCacheParams& p, int) {
+  if (p.num_splits <= 1) return 0;
+  const std::size_t rows = std::size_t(p.num_splits) * std::size_t(part_rows(p));
+  return align_up(rows * p.attn.head_dim_v * sizeof(float)) + align_up(rows * sizeof(float));
+}
+
+void run(const KVCacheParams& p, void* workspace, std::size_t, void* stream_ptr, int device) {
+  const auto stream = static_cast<cudaStream_t>(stream_ptr);
+  const Shape s = shape_of(p);
+  prepared_blocks_per_sm(p, s, device);
+  DeviceGuard guard(device);
+  if (p.validation_status != nullptr)
+    check_cuda(cudaMemsetAsync(p.validation_status, 0, 4 * sizeof(std::int32_t), stream), "clearing validation_status");
+  const AttnParams& a = p.attn;
+  const bool bf16 = a.dtype == ElemType::bf16;
+  if (p.k_new != nullptr && p.seqlen_new > 0 && a.batch > 0) {
+    const unsigned blocks = unsigned(a.batch) * unsigned(p.seqlen_new);
+    if (bf16)
+      append_kernel<__nv_bfloat16><<<blocks, 128, 0, stream>>>(p);
+    else
+      append_kernel<__half><<<blocks, 128, 0, stream>>>(p);
+    check_launch("decode append kernel");
+  }
+  if (a.batch == 0 || a.seqlen_q == 0) return;
+
+  DecodeArgs args;
+  args.p = p;
+  args.part_rows = part_rows(p);
+  args.rows_per_kv_head = s.rows;
+  if (p.num_splits > 1) {
+    const std::size_t rows = std::size_t(p.num_splits) * std::size_t(args.part_rows);
+    args.o_part = static_cast<float*>(workspace);
+    args.lse_part = reinterpret_cast<float*>(static_cast<char*>(workspace) + align_up(rows * a.head_dim_v * sizeof(float)));
+  }
+  const dim3 grid(unsigned(a.batch) * unsigned(a.heads_kv), unsigned(p.num_splits), unsigned(s.row_blocks));
+  kernel_for(p, s).launch(args, grid, stream);
+  check_launch("decode attention kernel");
+  if (p.num_splits > 1) {
+    const unsigned blocks = unsigned((args.part_rows + kCombineWarps - 1) / kCombineWarps);
+    if (bf16)
+      combine_kernel<__nv_bfloat16><<<blocks, kCombineWarps * 32, 0, stream>>>(args);
+    else
+      combine_kernel<__half><<<blocks, kCombineWarps * 32, 0, stream>>>(args);
+    check_launch("decode combine kernel");
+  }
+}
+
+void read_status(const std::int32_t* device_status, std::int32_t host[4], void* stream, int device) {
+  DeviceGuard guard(device);
+  const auto st = static_cast<cudaStream_t>(stream);
+  check_cuda(cudaMemcpyAsync(host, device_status, 4 * sizeof(std::int32_t), cudaMemcpyDeviceToHost, st),
+             "reading validation_status");
+  check_cuda(cudaStreamSynchronize(st), "reading validation_status");
+}
+
+}  // namespace flashpp::cuda::decode

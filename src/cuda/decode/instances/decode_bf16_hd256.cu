@@ -1,0 +1,6 @@
+// Decode attention instances: bf16, head dim 256 (row tiles: 1).
+#include "cuda/decode/decode_kernel.cuh"
+
+namespace flashpp::cuda::decode {
+template AttentionKernel attention_kernel<__nv_bfloat16, 256, 1>();
+}  // namespace flashpp::cuda::decode

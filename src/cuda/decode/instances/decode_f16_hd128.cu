@@ -1,0 +1,7 @@
+// Decode attention instances: f16, head dim 128 (row tiles: 1 2).
+#include "cuda/decode/decode_kernel.cuh"
+
+namespace flashpp::cuda::decode {
+template AttentionKernel attention_kernel<__half, 128, 1>();
+template AttentionKernel attention_kernel<__half, 128, 2>();
+}  // namespace flashpp::cuda::decode

@@ -1,0 +1,6 @@
+// One kernel instance: bwd bf16 head dim 32 (see instance_list.inc).
+#include "cuda/sm80/launch.cuh"
+
+namespace flashpp::cuda::instances {
+KernelEntry bwd_bf16_hd32() { return sm80::bwd_entry<__nv_bfloat16, 32>(); }
+}  // namespace flashpp::cuda::instances

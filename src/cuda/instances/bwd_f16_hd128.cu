@@ -1,0 +1,6 @@
+// One kernel instance: bwd f16 head dim 128 (see instance_list.inc).
+#include "cuda/sm80/launch.cuh"
+
+namespace flashpp::cuda::instances {
+KernelEntry bwd_f16_hd128() { return sm80::bwd_entry<__half, 128>(); }
+}  // namespace flashpp::cuda::instances

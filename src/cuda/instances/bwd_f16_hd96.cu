@@ -1,0 +1,6 @@
+// One kernel instance: bwd f16 head dim 96 (see instance_list.inc).
+#include "cuda/sm80/launch.cuh"
+
+namespace flashpp::cuda::instances {
+KernelEntry bwd_f16_hd96() { return sm80::bwd_entry<__half, 96>(); }
+}  // namespace flashpp::cuda::instances

@@ -1,0 +1,6 @@
+// One kernel instance: fwd f16 head dim 32 (see instance_list.inc).
+#include "cuda/sm80/launch.cuh"
+
+namespace flashpp::cuda::instances {
+KernelEntry fwd_f16_hd32() { return sm80::fwd_entry<__half, 32>(); }
+}  // namespace flashpp::cuda::instances

@@ -1,0 +1,154 @@
+#include "cuda/registry.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda/check.hpp"
+#include "cuda/sm80/tile_configs.hpp"
+
+namespace flashpp::cuda {
+
+namespace instances {
+#define FLASHPP_INSTANCE(name) KernelEntry name();
+#include "cuda/instances/instance_list.inc"
+#undef FLASHPP_INSTANCE
+}  // namespace instances
+
+const char* pass_name(Pass pass) {
+  switch (pass) {
+    case Pass::forward: return "fwd";
+    case Pass::backward: return "bwd";
+    case Pass::backward_dq: return "bwd-dq";
+  }
+  return "?";
+}
+
+namespace {
+
+const std::vector<KernelEntry>& table() {
+  static const std::vector<KernelEntry> entries = {
+#define FLASHPP_INSTANCE(name) instances::name(),
+#include "cuda/instances/instance_list.inc"
+#undef FLASHPP_INSTANCE
+  };
+  return entries;
+}
+
+const char* dtype_label(ElemType t) {
+  switch (t) {
+    case ElemType::f16: return "f16";
+    case ElemType::bf16: return "bf16";
+    case ElemType::f32: return "f32";
+    case ElemType::e4m3: return "e4m3";
+  }
+  return "?";
+}
+
+struct DeviceFacts {
+  std::string error;  // non-empty: the device cannot be used
+  int major = 0, minor = 0;
+  std::size_t smem_optin = 0;
+};
+
+// Per-device facts and per-(kernel, device) image checks, computed once.
+std::mutex g_mutex;
+std::map<int, DeviceFacts> g_devices;
+std::map<std::pair<const KernelEntry*, int>, std::string> g_images;
+
+DeviceFacts device_facts(int device) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_devices.find(device);
+  if (it != g_devices.end()) return it->second;
+  DeviceFacts f;
+  cudaDeviceProp prop;
+  const cudaError_t e = cudaGetDeviceProperties(&prop, device);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    f.error = "CUDA device " + std::to_string(device) + " is not usable: " + cudaGetErrorString(e);
+  } else {
+    f.major = prop.major;
+    f.minor = prop.minor;
+    f.smem_optin = prop.sharedMemPerBlockOptin;
+  }
+  g_devices.emplace(device, f);
+  return f;
+}
+
+// Empty when this build carries code of the kernel that runs on `device`.
+std::string image_problem(const KernelEntry& e, int device, const DeviceFacts& f) {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_images.find({&e, device});
+    if (it != g_images.end()) return it->second;
+  }
+  std::string why;
+  try {
+    DeviceGuard guard(device);
+    cudaFuncAttributes attr;
+    const cudaError_t err = e.attributes(&attr);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      why = "this build has no code for sm_" + std::to_string(f.major * 10 + f.minor) +
+            " (it carries sm_80 and sm_90a; rebuild with FLASHPP_CUDA_GENCODE including this GPU): " +
+            cudaGetErrorString(err);
+    }
+  } catch (const Error& ex) {
+    why = ex.what();
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_images.emplace(std::make_pair(&e, device), why);
+  return why;
+}
+
+}  // namespace
+
+Selected select(Pass pass, const AttnParams& p, int device) {
+  Selected s;
+  const int d = sm80::round_head_dim(std::max(p.head_dim, p.head_dim_v));
+  s.name = std::string("cuda-sm80 ") + pass_name(pass) + " " + dtype_label(p.dtype) + " hdim" + std::to_string(d);
+  if (p.dtype != ElemType::f16 && p.dtype != ElemType::bf16) {
+    s.reason = std::string("CUDA kernels take float16 or bfloat16, got ") + dtype_label(p.dtype);
+    return s;
+  }
+  if (d == 0) {
+    s.reason = "head dims above 256 have no CUDA kernel (got " + std::to_string(p.head_dim) + ", v " +
+               std::to_string(p.head_dim_v) + ")";
+    return s;
+  }
+  if (p.batch > 65535 || p.heads_q > 65535) {
+    s.reason = "CUDA kernels take at most 65535 sequences and 65535 heads (grid limit), got batch " +
+               std::to_string(p.batch) + ", heads " + std::to_string(p.heads_q);
+    return s;
+  }
+  const DeviceFacts f = device_facts(device);
+  if (!f.error.empty()) {
+    s.reason = f.error;
+    return s;
+  }
+  if (f.major < 8) {
+    s.reason = "FA2-class CUDA kernels need compute capability 8.0 or newer; device " + std::to_string(device) +
+               " is " + std::to_string(f.major) + "." + std::to_string(f.minor);
+    return s;
+  }
+  const KernelEntry* found = nullptr;
+  for (const KernelEntry& e : table())
+    if (e.arch == 80 && e.pass == pass && e.dtype == p.dtype && e.head_dim == d) found = &e;
+  if (found == nullptr) {
+    s.reason = "no kernel compiled for " + s.name;
+    return s;
+  }
+  if (found->smem_bytes > f.smem_optin) {
+    s.reason = s.name + " needs " + std::to_string(found->smem_bytes) + " bytes of shared memory per block; device " +
+               std::to_string(device) + " allows " + std::to_string(f.smem_optin);
+    return s;
+  }
+  s.reason = image_problem(*found, device, f);
+  if (s.reason.empty()) s.entry = found;
+  return s;
+}
+
+}  // namespace flashpp::cuda

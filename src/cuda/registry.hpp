@@ -1,0 +1,44 @@
+#pragma once
+// The kernel table of the CUDA backend. Each file under instances/ compiles one
+// kernel and describes it with a KernelEntry (its key: arch, dtype, head dim, pass);
+// select() is the one place that answers "which kernel runs these arguments" or
+// "why none can", for the launchers, flashpp::select_*() and the test skips alike.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+
+#include "common/params.hpp"
+#include "cuda/sm80/bwd_args.hpp"
+
+namespace flashpp::cuda {
+
+enum class Pass : unsigned char { forward, backward, backward_dq };
+
+const char* pass_name(Pass pass);
+
+struct LaunchArgs {
+  cudaStream_t stream = nullptr;
+  sm80::BwdArgs bwd;  // backward passes only
+};
+
+struct KernelEntry {
+  int arch;          // kernel family: 80 = FA2-class (mma.sync), runs on sm80 and newer
+  Pass pass;
+  ElemType dtype;
+  int head_dim;      // compiled head dim; smaller ones round up to it
+  std::size_t smem_bytes;
+  void (*launch)(const AttnParams&, const LaunchArgs&);
+  cudaError_t (*attributes)(cudaFuncAttributes*);  // fails when the build has no code for the device
+};
+
+struct Selected {
+  const KernelEntry* entry = nullptr;  // null: see reason
+  std::string name;                    // e.g. "cuda-sm80 fwd bf16 hdim128"
+  std::string reason;
+};
+
+// Needs the CUDA context of `device` only for the first query per (kernel, device).
+Selected select(Pass pass, const AttnParams& p, int device);
+
+}  // namespace flashpp::cuda

@@ -1,0 +1,254 @@
+#pragma once
+// FA2-class backward kernel: one block per (key block, kv head, batch). K and V stay
+// in shared memory and dK/dV in registers while the block walks over every query
+// block of every query head of its GQA group, so dK/dV need no atomics and GQA is a
+// plain loop. Per step (Q, dO, LSE, D double-buffered through cp.async):
+//   A: S^T = K Q^T, dP^T = V dO^T -> P^T = exp2(S^T - LSE), dS^T = P^T (dP^T - D)
+//      (warps tile keys x queries; P^T and dS^T go to shared memory as T, since
+//      phases B and C tile them differently)
+//   B: dV += P^T dO, dK += dS^T Q   (warps tile keys x dims)
+//   C: dQ_partial = dS K -> fp32 atomics into the workspace (warps tile queries x dims),
+//      skipped in deterministic mode, where bwd_dq_kernel computes dQ instead.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "common/params.hpp"
+#include "cuda/common/element.cuh"
+#include "cuda/common/scores.cuh"
+#include "cuda/common/sequence.cuh"
+#include "cuda/common/smem_tile.cuh"
+#include "cuda/common/tile_copy.cuh"
+#include "cuda/common/warp_gemm.cuh"
+#include "cuda/ptx/cp_async.cuh"
+#include "cuda/ptx/red.cuh"
+#include "cuda/sm80/bwd_args.hpp"
+#include "cuda/sm80/tile_configs.hpp"
+
+namespace flashpp::cuda::sm80 {
+
+template <int D>
+struct BwdSmem {
+  static constexpr BwdTiles kT = bwd_tiles(D);
+  using KTile = SmemTile<kT.block_n, D>;            // K, V: [key][dim]
+  using QTile = SmemTile<kT.block_m, D>;            // Q, dO: [query][dim]
+  using PTile = SmemTile<kT.block_n, kT.block_m>;   // P^T, dS^T: [key][query]
+  alignas(128) unsigned char k[KTile::kBytes];
+  alignas(128) unsigned char v[KTile::kBytes];
+  alignas(128) unsigned char q[2][QTile::kBytes];
+  alignas(128) unsigned char dout[2][QTile::kBytes];
+  alignas(128) unsigned char pt[PTile::kBytes];
+  alignas(128) unsigned char dst[PTile::kBytes];
+  alignas(16) float lse[2][kT.block_m];
+  alignas(16) float dsum[2][kT.block_m];
+};
+
+template <typename T, int D>
+__global__ void __launch_bounds__(bwd_tiles(D).warps * 32)
+    bwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdArgs a) {
+  constexpr BwdTiles kT = bwd_tiles(D);
+  constexpr int BM = kT.block_m, BN = kT.block_n, W = kT.warps, THREADS = W * 32;
+  // Per-warp shares (rows x columns) of the three phases, in 16x8 mma blocks.
+  constexpr int KA = kT.sdp_keys(), QA = kT.sdp_queries();
+  constexpr int KB = kT.dkv_keys(), DB = kT.dkv_dims();
+  constexpr int QC = kT.dq_queries(), DC = kT.dq_dims();
+  constexpr int MA = KA / 16, NA = QA / 8, MB = KB / 16, NB = DB / 8, MC = QC / 16, NC = DC / 8;
+  using Smem = BwdSmem<D>;
+  using KTile = typename Smem::KTile;
+  using QTile = typename Smem::QTile;
+  using PTile = typename Smem::PTile;
+  static_assert(sizeof(Smem) == bwd_smem_bytes(kT), "shared-memory struct must match the tile table");
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+
+  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const SeqRows seq = sequence_rows(p, b);
+  const int n0 = n_block * BN;
+  if (n0 >= seq.len_k) return;
+  const int rows_k = min(BN, seq.len_k - n0);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int wl = p.window_left, wr = p.window_right;
+
+  // Query rows that see at least one key of [n0, n0 + rows_k): hi(i) > n0 and lo(i) <= last key.
+  const std::int64_t shift = std::int64_t(seq.len_k) - seq.len_q;
+  std::int64_t q_lo = 0, q_hi = seq.len_q;
+  if (wr >= 0) q_lo = max(std::int64_t(0), std::int64_t(n0) - shift - wr);
+  if (wl >= 0) q_hi = min(std::int64_t(seq.len_q), std::int64_t(n0) + rows_k - 1 - shift + wl + 1);
+  const int m_lo = int(q_lo / BM);
+  const int n_m = q_hi > q_lo ? int((q_hi + BM - 1) / BM) - m_lo : 0;
+  const int steps = n_m * p.gqa_ratio;
+
+  const std::uint32_t k_s = ptx::smem_u32(sm.k), v_s = ptx::smem_u32(sm.v);
+  const std::uint32_t q_s = ptx::smem_u32(sm.q[0]), do_s = ptx::smem_u32(sm.dout[0]);
+  const std::uint32_t pt_s = ptx::smem_u32(sm.pt), dst_s = ptx::smem_u32(sm.dst);
+
+  copy_tile_async<KTile, THREADS>(k_s,
+                                  static_cast<const T*>(p.k) + b * p.k_batch_stride + (seq.k0 + n0) * p.k_row_stride +
+                                      std::int64_t(hk) * p.k_head_stride,
+                                  p.k_row_stride, rows_k, p.head_dim, tid);
+  copy_tile_async<KTile, THREADS>(v_s,
+                                  static_cast<const T*>(p.v) + b * p.v_batch_stride + (seq.k0 + n0) * p.v_row_stride +
+                                      std::int64_t(hk) * p.v_head_stride,
+                                  p.v_row_stride, rows_k, p.head_dim_v, tid);
+
+  // Step i covers query head hk * ratio + i / n_m, query block m_lo + i % n_m.
+  auto load_step = [&](int i, int stage) {
+    const int h = hk * p.gqa_ratio + i / n_m;
+    const int m0 = (m_lo + i % n_m) * BM;
+    const int rows = min(BM, seq.len_q - m0);
+    copy_tile_async<QTile, THREADS>(q_s + stage * QTile::kBytes,
+                                    static_cast<const T*>(p.q) + b * p.q_batch_stride +
+                                        (seq.q0 + m0) * p.q_row_stride + std::int64_t(h) * p.q_head_stride,
+                                    p.q_row_stride, rows, p.head_dim, tid);
+    copy_tile_async<QTile, THREADS>(do_s + stage * QTile::kBytes,
+                                    static_cast<const T*>(p.dout) + b * p.do_batch_stride +
+                                        (seq.q0 + m0) * p.do_row_stride + std::int64_t(h) * p.do_head_stride,
+                                    p.do_row_stride, rows, p.head_dim_v, tid);
+    copy_floats_async<BM>(ptx::smem_u32(sm.lse[stage]),
+                          p.lse + b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + seq.q0 + m0, rows,
+                          tid);
+    copy_floats_async<BM>(ptx::smem_u32(sm.dsum[stage]),
+                          a.dsum + std::int64_t(h) * a.dsum_head_stride + seq.q_global0 + m0, rows, tid - BM);
+  };
+  if (steps > 0) load_step(0, 0);
+  ptx::cp_async_commit_group();
+
+  const ScoreMap smap = ScoreMap::from(p);
+  float dv_acc[MB][NB][4], dk_acc[MB][NB][4];
+  zero(dv_acc);
+  zero(dk_acc);
+
+  const int ka = warp % kT.sdp_warps_n, qa = warp / kT.sdp_warps_n;
+  const int kb = warp % kT.dkv_warps_n, db = warp / kT.dkv_warps_n;
+  const int qc = warp % kT.dq_warps_m, dc = warp / kT.dq_warps_m;
+
+  for (int i = 0; i < steps; ++i) {
+    const int stage = i & 1;
+    const int h = hk * p.gqa_ratio + i / n_m;
+    const int m0 = (m_lo + i % n_m) * BM;
+    const int rows = min(BM, seq.len_q - m0);
+    ptx::cp_async_wait_group<0>();
+    // Step i has landed; every warp is done with step i-1 (its stage and P^T/dS^T).
+    __syncthreads();
+    if (i + 1 < steps) load_step(i + 1, stage ^ 1);
+    ptx::cp_async_commit_group();
+
+    const std::uint32_t qst = q_s + stage * QTile::kBytes, dost = do_s + stage * QTile::kBytes;
+
+    // ---- A: S^T and dP^T for keys ka*KA.., queries qa*QA.. ----
+    {
+      float st[MA][NA][4], dpt[MA][NA][4];
+      zero(st);
+      zero(dpt);
+      gemm_ss<T, KTile, Major::mk, QTile, Major::mk, MA, NA, D / 16>(st, k_s, ka * KA, 0, qst, qa * QA, 0, lane);
+      gemm_ss<T, KTile, Major::mk, QTile, Major::mk, MA, NA, D / 16>(dpt, v_s, ka * KA, 0, dost, qa * QA, 0, lane);
+      const bool fold = smap.folds();
+      if (!fold) smap.apply(st);
+      if (tile_needs_mask(m0, rows, n0, BN, seq, wl, wr)) {
+#pragma unroll
+        for (int nt = 0; nt < NA; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const KeyBounds r = key_bounds(m0 + qa * QA + nt * 8 + 2 * t4 + e, seq, wl, wr);
+#pragma unroll
+            for (int mt = 0; mt < MA; ++mt)
+#pragma unroll
+              for (int hh = 0; hh < 2; ++hh)
+                if (!r.has(n0 + ka * KA + mt * 16 + g + 8 * hh)) st[mt][nt][2 * hh + e] = -INFINITY;
+          }
+      }
+      const float mul = fold ? smap.log2sc : 1.f;
+    auto elementwise = [&](auto capped) {
+#pragma unroll
+        for (int nt = 0; nt < NA; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int ql = qa * QA + nt * 8 + 2 * t4 + e;
+            const float l2 = lse_to_log2(sm.lse[stage][ql], ql < rows);
+            const float dd = sm.dsum[stage][ql];
+#pragma unroll
+            for (int mt = 0; mt < MA; ++mt)
+#pragma unroll
+              for (int hh = 0; hh < 2; ++hh)
+                st[mt][nt][2 * hh + e] = prob_and_grad<decltype(capped)::value>(st[mt][nt][2 * hh + e], mul, l2, dd,
+                                                                                 dpt[mt][nt][2 * hh + e], smap);
+          }
+      };
+      if (smap.capped)
+        elementwise(std::true_type{});
+      else
+        elementwise(std::false_type{});
+#pragma unroll
+      for (int mt = 0; mt < MA; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NA; ++nt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int r = ka * KA + mt * 16 + g + 8 * hh;
+            const int c = qa * QA + nt * 8 + 2 * t4;
+            const std::uint32_t off = PTile::offset(r, c >> 3) + (c & 7) * 2;
+            *reinterpret_cast<std::uint32_t*>(sm.pt + off) =
+                Element<T>::pack(st[mt][nt][2 * hh], st[mt][nt][2 * hh + 1]);
+            *reinterpret_cast<std::uint32_t*>(sm.dst + off) =
+                Element<T>::pack(dpt[mt][nt][2 * hh], dpt[mt][nt][2 * hh + 1]);
+          }
+    }
+    __syncthreads();
+
+    // ---- B: dV += P^T dO, dK += dS^T Q for keys kb*KB.., dims db*DB.. ----
+    gemm_ss<T, PTile, Major::mk, QTile, Major::km, MB, NB, BM / 16>(dv_acc, pt_s, kb * KB, 0, dost, db * DB, 0, lane);
+    gemm_ss<T, PTile, Major::mk, QTile, Major::km, MB, NB, BM / 16>(dk_acc, dst_s, kb * KB, 0, qst, db * DB, 0, lane);
+
+    // ---- C: dQ += dS K for queries qc*QC.., dims dc*DC.. ----
+    if (!p.deterministic) {
+      float dq[MC][NC][4];
+      zero(dq);
+      gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NC, BN / 16>(dq, dst_s, qc * QC, 0, k_s, dc * DC, 0, lane);
+#pragma unroll
+      for (int mt = 0; mt < MC; ++mt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int r = qc * QC + mt * 16 + g + 8 * hh;
+          if (r < rows) {
+            float* acc_row = a.dq_accum + (seq.q_global0 + m0 + r) * a.dq_accum_row_stride + std::int64_t(h) * D;
+#pragma unroll
+            for (int nt = 0; nt < NC; ++nt) {
+              const int col = dc * DC + nt * 8 + 2 * t4;
+              if (col < p.head_dim) ptx::red_add_v2_f32(acc_row + col, dq[mt][nt][2 * hh], dq[mt][nt][2 * hh + 1]);
+            }
+          }
+        }
+    }
+  }
+
+  ptx::cp_async_wait_group<0>();  // no copy may still target shared memory at exit
+
+  // ---- epilogue: every row and column of this block's dK/dV slice is written ----
+  T* dk_ptr = static_cast<T*>(p.dk) + b * p.dk_batch_stride + (seq.k0 + n0) * p.dk_row_stride +
+              std::int64_t(hk) * p.dk_head_stride;
+  T* dv_ptr = static_cast<T*>(p.dv) + b * p.dv_batch_stride + (seq.k0 + n0) * p.dv_row_stride +
+              std::int64_t(hk) * p.dv_head_stride;
+#pragma unroll
+  for (int mt = 0; mt < MB; ++mt)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = kb * KB + mt * 16 + g + 8 * hh;
+      if (r >= rows_k) continue;
+#pragma unroll
+      for (int nt = 0; nt < NB; ++nt) {
+        const int col = db * DB + nt * 8 + 2 * t4;
+        if (col < p.head_dim)
+          *reinterpret_cast<std::uint32_t*>(dk_ptr + std::int64_t(r) * p.dk_row_stride + col) =
+              Element<T>::pack(dk_acc[mt][nt][2 * hh] * p.scale, dk_acc[mt][nt][2 * hh + 1] * p.scale);
+        if (col < p.head_dim_v)
+          *reinterpret_cast<std::uint32_t*>(dv_ptr + std::int64_t(r) * p.dv_row_stride + col) =
+              Element<T>::pack(dv_acc[mt][nt][2 * hh], dv_acc[mt][nt][2 * hh + 1]);
+      }
+    }
+}
+
+}  // namespace flashpp::cuda::sm80

@@ -1,0 +1,15 @@
+#pragma once
+// Host launchers of the backward's memory-bound passes (see bwd_prep.cuh).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/params.hpp"
+
+namespace flashpp::cuda::sm80 {
+
+void launch_dot_do_o(const AttnParams& p, float* dsum, std::int64_t total_rows, cudaStream_t stream);
+void launch_dq_convert(const AttnParams& p, const float* acc, std::int64_t total_rows, int acc_head_dim,
+                       cudaStream_t stream);
+
+}  // namespace flashpp::cuda::sm80

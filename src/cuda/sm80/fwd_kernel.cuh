@@ -1,0 +1,163 @@
+#pragma once
+// FA2-class forward kernel: one block per (query block, head, batch). The Q tile stays
+// in shared memory; K/V tiles stream through a two-stage cp.async ring, walking from
+// the last visible key tile to the first so that the tiles that need masks (the
+// diagonal for causal, the sequence end) come first and the rest run unmasked.
+// S and P live in registers; normalization happens once at the end.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/params.hpp"
+#include "cuda/common/element.cuh"
+#include "cuda/common/online_softmax.cuh"
+#include "cuda/common/scores.cuh"
+#include "cuda/common/sequence.cuh"
+#include "cuda/common/smem_tile.cuh"
+#include "cuda/common/tile_copy.cuh"
+#include "cuda/common/warp_gemm.cuh"
+#include "cuda/ptx/cp_async.cuh"
+#include "cuda/sm80/tile_configs.hpp"
+
+namespace flashpp::cuda::sm80 {
+
+template <int D>
+struct FwdSmem {
+  static constexpr FwdTiles kT = fwd_tiles(D);
+  using QTile = SmemTile<kT.block_m, D>;
+  using KVTile = SmemTile<kT.block_n, D>;
+  alignas(128) unsigned char q[QTile::kBytes];
+  alignas(128) unsigned char k[2][KVTile::kBytes];
+  alignas(128) unsigned char v[2][KVTile::kBytes];
+};
+
+template <typename T, int D>
+__global__ void __launch_bounds__(fwd_tiles(D).warps * 32) fwd_kernel(const __grid_constant__ AttnParams p) {
+  constexpr FwdTiles kT = fwd_tiles(D);
+  constexpr int BM = kT.block_m, BN = kT.block_n, MT = kT.m_tiles, THREADS = kT.warps * 32;
+  constexpr int NS = BN / 8, NO = D / 8;
+  using Smem = FwdSmem<D>;
+  using QTile = typename Smem::QTile;
+  using KVTile = typename Smem::KVTile;
+  static_assert(sizeof(Smem) == fwd_smem_bytes(kT), "shared-memory struct must match the tile table");
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+
+  const int m_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const SeqRows seq = sequence_rows(p, b);
+  const int m0 = m_block * BM;
+  if (m0 >= seq.len_q) return;
+  const int rows_q = min(BM, seq.len_q - m0);
+  const int hk = h / p.gqa_ratio;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int wrow = warp * 16 * MT;
+  const int wl = p.window_left, wr = p.window_right;
+
+  const T* q_ptr = static_cast<const T*>(p.q) + b * p.q_batch_stride + (seq.q0 + m0) * p.q_row_stride +
+                   std::int64_t(h) * p.q_head_stride;
+  const T* k_ptr = static_cast<const T*>(p.k) + b * p.k_batch_stride + seq.k0 * p.k_row_stride +
+                   std::int64_t(hk) * p.k_head_stride;
+  const T* v_ptr = static_cast<const T*>(p.v) + b * p.v_batch_stride + seq.k0 * p.v_row_stride +
+                   std::int64_t(hk) * p.v_head_stride;
+
+  // Key tiles any row of this block can see.
+  const VisibleRange first = visible_keys(m0, seq.len_q, seq.len_k, wl, wr);
+  const VisibleRange last = visible_keys(m0 + rows_q - 1, seq.len_q, seq.len_k, wl, wr);
+  int n_lo = 0, n_hi = 0;
+  if (first.lo < last.hi) {
+    n_lo = int(first.lo / BN);
+    n_hi = int((last.hi + BN - 1) / BN);
+  }
+
+  const std::uint32_t q_s = ptx::smem_u32(sm.q);
+  const std::uint32_t k_s = ptx::smem_u32(sm.k[0]);
+  const std::uint32_t v_s = ptx::smem_u32(sm.v[0]);
+  auto load_kv = [&](int n, int stage) {
+    const int n0 = n * BN;
+    const int rows = min(BN, seq.len_k - n0);
+    copy_tile_async<KVTile, THREADS>(k_s + stage * KVTile::kBytes, k_ptr + std::int64_t(n0) * p.k_row_stride,
+                                     p.k_row_stride, rows, p.head_dim, tid);
+    copy_tile_async<KVTile, THREADS>(v_s + stage * KVTile::kBytes, v_ptr + std::int64_t(n0) * p.v_row_stride,
+                                     p.v_row_stride, rows, p.head_dim_v, tid);
+  };
+
+  copy_tile_async<QTile, THREADS>(q_s, q_ptr, p.q_row_stride, rows_q, p.head_dim, tid);
+  if (n_hi > n_lo) load_kv(n_hi - 1, 0);
+  ptx::cp_async_commit_group();
+
+  const ScoreMap smap = ScoreMap::from(p);
+  float o[MT][NO][4];
+  zero(o);
+  OnlineSoftmax<MT> softmax;
+  softmax.init();
+
+  for (int n = n_hi - 1, it = 0; n >= n_lo; --n, ++it) {
+    const int stage = it & 1;
+    ptx::cp_async_wait_group<0>();
+    // Tile n has landed for every thread, and every warp is done with tile n+1,
+    // whose stage the next prefetch overwrites.
+    __syncthreads();
+    if (n > n_lo) load_kv(n - 1, stage ^ 1);
+    ptx::cp_async_commit_group();
+
+    float s[MT][NS][4];
+    zero(s);
+    gemm_ss<T, QTile, Major::mk, KVTile, Major::mk, MT, NS, D / 16>(s, q_s, wrow, 0, k_s + stage * KVTile::kBytes, 0,
+                                                                    0, lane);
+    const bool fold = smap.folds();
+    if (!fold) smap.apply(s);
+    const int n0 = n * BN;
+    if (tile_needs_mask(m0, rows_q, n0, BN, seq, wl, wr)) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const KeyBounds r = key_bounds(m0 + wrow + mt * 16 + g + 8 * hh, seq, wl, wr);
+#pragma unroll
+          for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (!r.has(n0 + nt * 8 + 2 * t4 + e)) s[mt][nt][2 * hh + e] = -INFINITY;
+        }
+    }
+
+    softmax.update(s, o, fold ? smap.log2sc : 1.f);
+
+    std::uint32_t pa[MT][NS / 2][4];
+    acc_to_a<T>(pa, s);
+    gemm_rs<T, KVTile, Major::km, MT, NO, NS / 2>(o, pa, v_s + stage * KVTile::kBytes, 0, 0, lane);
+  }
+
+  ptx::cp_async_wait_group<0>();  // no copy may still target shared memory at exit
+
+  // Epilogue: normalize, write O (every element of the block's rows) and LSE.
+  T* o_ptr = static_cast<T*>(p.o) + b * p.o_batch_stride + (seq.q0 + m0) * p.o_row_stride +
+             std::int64_t(h) * p.o_head_stride;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const float sum = quad_sum(softmax.sum[mt][hh]);
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      const int r = wrow + mt * 16 + g + 8 * hh;
+      if (r < rows_q) {
+        T* orow = o_ptr + std::int64_t(r) * p.o_row_stride;
+#pragma unroll
+        for (int nt = 0; nt < NO; ++nt) {
+          const int col = nt * 8 + 2 * t4;
+          if (col < p.head_dim_v)
+            *reinterpret_cast<std::uint32_t*>(orow + col) =
+                Element<T>::pack(o[mt][nt][2 * hh] * inv, o[mt][nt][2 * hh + 1] * inv);
+        }
+        if (p.lse != nullptr && t4 == 0) {
+          const float lse = sum > 0.f ? (softmax.max[mt][hh] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+          p.lse[b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + seq.q0 + m0 + r] = lse;
+        }
+      }
+    }
+}
+
+}  // namespace flashpp::cuda::sm80

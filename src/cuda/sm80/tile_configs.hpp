@@ -1,0 +1,138 @@
+#pragma once
+// Tile sizes of the FA2-class kernels, one row per compiled head dim. Launchers and
+// kernels both read these; each row is checked below against the rules the kernels
+// rely on (warp tiling, register fragments, shared-memory budget).
+#include <cstddef>
+
+namespace flashpp::cuda::sm80 {
+
+// Shared memory one block may use on sm80/sm90 (227 KiB opt-in).
+inline constexpr std::size_t kSmemLimit = 227 * 1024;
+
+// Head dims the kernels are compiled for; others round up to the next one.
+inline constexpr int kHeadDims[] = {32, 64, 96, 128, 192, 256};
+
+constexpr int round_head_dim(int d) {
+  for (int h : kHeadDims)
+    if (d <= h) return h;
+  return 0;
+}
+
+// ---- forward: one block per (query block, head, batch) ----
+struct FwdTiles {
+  int head_dim;
+  int block_m;    // query rows per block
+  int block_n;    // keys per K/V tile
+  int warps;      // each warp owns m_tiles * 16 query rows
+  int m_tiles;
+};
+
+constexpr FwdTiles fwd_tiles(int d) {
+  switch (d) {
+    case 32: return {32, 128, 64, 4, 2};
+    case 64: return {64, 128, 64, 4, 2};
+    case 96: return {96, 128, 64, 4, 2};
+    case 128: return {128, 128, 64, 4, 2};
+    case 192: return {192, 128, 64, 8, 1};
+    case 256: return {256, 128, 64, 8, 1};
+    default: return {0, 0, 0, 0, 0};
+  }
+}
+
+// Q tile plus double-buffered K and V tiles.
+constexpr std::size_t fwd_smem_bytes(const FwdTiles& t) {
+  return std::size_t(2) * t.head_dim * (t.block_m + 2 * 2 * t.block_n);
+}
+
+constexpr bool fwd_row_ok(const FwdTiles& t) {
+  return t.block_m == t.warps * 16 * t.m_tiles && t.block_n % 16 == 0 && t.head_dim % 32 == 0 &&
+         fwd_smem_bytes(t) <= kSmemLimit;
+}
+
+// ---- backward: one block per (key block, kv head, batch) ----
+// Each product is split over the warps as a (rows x columns) grid; a warp's share is
+// a multiple of 16 rows (m tiles) by a multiple of 16 columns (pairs of n tiles).
+// Square-ish 32x32 shares reuse every loaded fragment twice, which is what keeps the
+// shared-memory traffic per mma down (the backward is limited by it, not by the mma).
+struct BwdTiles {
+  int head_dim;
+  int block_m;      // query rows per step
+  int block_n;      // keys per block
+  int warps;
+  int sdp_warps_n;  // S^T, dP^T (keys x queries): warps along keys
+  int dkv_warps_n;  // dK, dV (keys x dims): warps along keys
+  int dq_warps_m;   // dQ (queries x dims): warps along queries
+  constexpr int sdp_keys() const { return block_n / sdp_warps_n; }
+  constexpr int sdp_queries() const { return block_m / (warps / sdp_warps_n); }
+  constexpr int dkv_keys() const { return block_n / dkv_warps_n; }
+  constexpr int dkv_dims() const { return head_dim / (warps / dkv_warps_n); }
+  constexpr int dq_queries() const { return block_m / dq_warps_m; }
+  constexpr int dq_dims() const { return head_dim / (warps / dq_warps_m); }
+};
+
+constexpr BwdTiles bwd_tiles(int d) {
+  switch (d) {
+    case 32: return {32, 64, 128, 8, 4, 4, 4};
+    case 64: return {64, 64, 128, 8, 4, 4, 2};
+    case 96: return {96, 64, 128, 8, 4, 4, 4};
+    case 128: return {128, 64, 128, 8, 4, 4, 2};
+    case 192: return {192, 64, 64, 8, 2, 2, 2};
+    case 256: return {256, 64, 64, 8, 2, 2, 2};
+    default: return {0, 0, 0, 0, 1, 1, 1};
+  }
+}
+
+// K, V; double-buffered Q, dO, LSE and D; P^T and dS^T.
+constexpr std::size_t bwd_smem_bytes(const BwdTiles& t) {
+  return std::size_t(2) * t.head_dim * (2 * t.block_n + 2 * 2 * t.block_m) +
+         std::size_t(2) * 2 * t.block_n * t.block_m + std::size_t(4) * 2 * 2 * t.block_m;
+}
+
+constexpr bool bwd_row_ok(const BwdTiles& t) {
+  return t.warps % t.sdp_warps_n == 0 && t.warps % t.dkv_warps_n == 0 && t.warps % t.dq_warps_m == 0 &&
+         t.sdp_keys() % 16 == 0 && t.sdp_queries() % 16 == 0 && t.dkv_keys() % 16 == 0 && t.dkv_dims() % 16 == 0 &&
+         t.dq_queries() % 16 == 0 && t.dq_dims() % 16 == 0 && t.block_m % 32 == 0 && t.block_n % 32 == 0 &&
+         2 * t.block_m <= t.warps * 32 &&  // LSE and D rows are fetched one per thread
+         bwd_smem_bytes(t) <= kSmemLimit;
+}
+
+// ---- deterministic dQ: one block per (query block, head, batch), no atomics ----
+struct DqTiles {
+  int head_dim;
+  int block_m;
+  int block_n;
+  int warps;  // 16 query rows each
+};
+
+// 256 takes 32-key tiles: its 64x256 fp32 dQ accumulator leaves no room for wider S/dP.
+constexpr DqTiles dq_tiles(int d) { return {d, 64, d >= 256 ? 32 : 64, 4}; }
+
+// Q, dO; double-buffered K and V.
+constexpr std::size_t dq_smem_bytes(const DqTiles& t) {
+  return std::size_t(2) * t.head_dim * (2 * t.block_m + 2 * 2 * t.block_n);
+}
+
+constexpr bool dq_row_ok(const DqTiles& t) {
+  return t.block_m == 16 * t.warps && t.block_n % 32 == 0 && dq_smem_bytes(t) <= kSmemLimit;
+}
+
+static_assert(fwd_row_ok(fwd_tiles(32)));
+static_assert(fwd_row_ok(fwd_tiles(64)));
+static_assert(fwd_row_ok(fwd_tiles(96)));
+static_assert(fwd_row_ok(fwd_tiles(128)));
+static_assert(fwd_row_ok(fwd_tiles(192)));
+static_assert(fwd_row_ok(fwd_tiles(256)));
+static_assert(bwd_row_ok(bwd_tiles(32)));
+static_assert(bwd_row_ok(bwd_tiles(64)));
+static_assert(bwd_row_ok(bwd_tiles(96)));
+static_assert(bwd_row_ok(bwd_tiles(128)));
+static_assert(bwd_row_ok(bwd_tiles(192)));
+static_assert(bwd_row_ok(bwd_tiles(256)));
+static_assert(dq_row_ok(dq_tiles(32)));
+static_assert(dq_row_ok(dq_tiles(64)));
+static_assert(dq_row_ok(dq_tiles(96)));
+static_assert(dq_row_ok(dq_tiles(128)));
+static_assert(dq_row_ok(dq_tiles(192)));
+static_assert(dq_row_ok(dq_tiles(256)));
+
+}  // namespace flashpp::cuda::sm80

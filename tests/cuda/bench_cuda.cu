@@ -1,0 +1,153 @@
+// Quick benchmark of flashpp's CUDA forward and backward (not a test): the
+// configurations of the reference table in DESIGN.md (bf16, batch * seqlen = 16K,
+// hidden 2048), timed with CUDA events, median of repeated calls after warm-up.
+// FLOPs: forward 4 * B * H * N^2 * d (halved when causal), backward 2.5x forward.
+//   flashpp_cuda_bench [--json PATH] [--reps N] [--quick]
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "flashpp/attention.hpp"
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(2);
+  }
+}
+
+__global__ void fill_normalish(__nv_bfloat16* x, std::size_t n, unsigned seed) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    unsigned h = unsigned(i) * 2654435761u ^ seed;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    // sum of two uniforms: a cheap bell shape in (-1, 1), never all zeros
+    const float u = float(h & 0xffff) / 65536.f + float(h >> 16) / 65536.f - 1.f;
+    x[i] = __float2bfloat16(u);
+  }
+}
+
+struct Config {
+  int d, n;
+  bool causal;
+};
+
+struct Buffers {
+  std::vector<void*> ptrs;
+  void* alloc(std::size_t bytes) {
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes), "cudaMalloc");
+    ptrs.push_back(p);
+    return p;
+  }
+  ~Buffers() {
+    for (void* p : ptrs) cudaFree(p);
+  }
+};
+
+template <class F>
+float median_ms(F&& f, int reps) {
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "event");
+  check(cudaEventCreate(&b), "event");
+  for (int i = 0; i < 2; ++i) f();  // warm-up
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    check(cudaEventRecord(a), "record");
+    f();
+    check(cudaEventRecord(b), "record");
+    check(cudaEventSynchronize(b), "sync");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path;
+  int reps = 10;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+  }
+  std::vector<Config> configs = {{64, 2048, false},   {64, 16384, false},  {128, 1024, false}, {128, 4096, false},
+                                 {128, 16384, false}, {128, 16384, true}, {256, 16384, false}};
+  if (quick) configs = {{128, 4096, false}};
+  FILE* js = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
+  if (js) std::fprintf(js, "[\n");
+  std::printf("%-6s %-6s %-6s %10s %10s %10s %10s %12s\n", "hdim", "N", "causal", "fwd ms", "fwd TF/s", "bwd ms",
+              "bwd TF/s", "bwd-det TF/s");
+  bool first = true;
+  for (const Config& c : configs) {
+    const int d = c.d, n = c.n, b = 16384 / n, h = 2048 / d;
+    const std::size_t elems = std::size_t(b) * n * h * d;
+    Buffers buf;
+    auto* q = static_cast<__nv_bfloat16*>(buf.alloc(elems * 2));
+    auto* k = static_cast<__nv_bfloat16*>(buf.alloc(elems * 2));
+    auto* v = static_cast<__nv_bfloat16*>(buf.alloc(elems * 2));
+    auto* o = static_cast<__nv_bfloat16*>(buf.alloc(elems * 2));
+    auto* dout = static_cast<__nv_bfloat16*>(buf.alloc(elems * 2));
+    auto* dq = static_cast<__nv_bfloat16*>(buf.alloc(elems * 2));
+    auto* dk = static_cast<__nv_bfloat16*>(buf.alloc(elems * 2));
+    auto* dv = static_cast<__nv_bfloat16*>(buf.alloc(elems * 2));
+    auto* lse = static_cast<float*>(buf.alloc(std::size_t(b) * h * n * 4));
+    unsigned seed = 1;
+    for (auto* x : {q, k, v, dout}) fill_normalish<<<1024, 256>>>(x, elems, seed++);
+    check(cudaDeviceSynchronize(), "fill");
+    using flashpp::DType;
+    using flashpp::TensorView;
+    const flashpp::Device gpu = flashpp::Device::cuda(0);
+    auto view = [&](void* p) { return TensorView::contiguous(p, DType::bf16, {b, n, h, d}, gpu); };
+    const TensorView lv = TensorView::contiguous(lse, DType::f32, {b, h, n}, gpu);
+    flashpp::AttentionOptions opts;
+    opts.causal = c.causal;
+    flashpp::AttentionOptions det = opts;
+    det.deterministic = true;
+    const std::size_t ws_bytes = std::max(flashpp::backward_workspace_bytes(view(q), view(k), view(v), opts),
+                                          flashpp::backward_workspace_bytes(view(q), view(k), view(v), det));
+    void* ws = buf.alloc(std::max<std::size_t>(ws_bytes, 256));
+    const double fwd_flops = 4.0 * b * h * double(n) * n * d * (c.causal ? 0.5 : 1.0);
+    const float fwd_ms = median_ms([&] { flashpp::forward(view(q), view(k), view(v), view(o), lv, opts); }, reps);
+    auto run_bwd = [&](const flashpp::AttentionOptions& o_) {
+      flashpp::backward(view(dout), view(q), view(k), view(v), view(o), lv, view(dq), view(dk), view(dv), o_,
+                        {ws, ws_bytes});
+    };
+    const float bwd_ms = median_ms([&] { run_bwd(opts); }, reps);
+    const float det_ms = median_ms([&] { run_bwd(det); }, std::max(3, reps / 2));
+    check(cudaGetLastError(), "kernels");
+    const double fwd_tf = fwd_flops / (fwd_ms * 1e-3) / 1e12, bwd_tf = 2.5 * fwd_flops / (bwd_ms * 1e-3) / 1e12;
+    const double det_tf = 2.5 * fwd_flops / (det_ms * 1e-3) / 1e12;
+    std::printf("%-6d %-6d %-6s %10.3f %10.1f %10.3f %10.1f %12.1f\n", d, n, c.causal ? "yes" : "no", fwd_ms, fwd_tf,
+                bwd_ms, bwd_tf, det_tf);
+    if (js)
+      std::fprintf(js,
+                   "%s  {\"impl\": \"flashpp\", \"hdim\": %d, \"seqlen\": %d, \"batch\": %d, \"heads\": %d, "
+                   "\"causal\": %s, \"fwd_ms\": %.4f, \"fwd_tflops\": %.2f, \"bwd_ms\": %.4f, \"bwd_tflops\": %.2f, "
+                   "\"bwd_det_ms\": %.4f, \"bwd_det_tflops\": %.2f}",
+                   first ? "" : ",\n", d, n, b, h, c.causal ? "true" : "false", fwd_ms, fwd_tf, bwd_ms, bwd_tf, det_ms,
+                   det_tf);
+    first = false;
+  }
+  if (js) {
+    std::fprintf(js, "\n]\n");
+    std::fclose(js);
+  }
+  return 0;
+}

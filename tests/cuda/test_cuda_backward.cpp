@@ -1,0 +1,118 @@
+// CUDA backward (dQ, dK, dV, after our own CUDA forward) against the fp64
+// reference: the CPU suite's random and edge cases (fp16/bf16; each random case
+// draws deterministic on or off), multi-tile cases in both modes, and bitwise
+// repeatability of the deterministic mode.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "gpu_case_runner.hpp"
+#include "support/attention_case.hpp"
+#include "support/seed.hpp"
+
+namespace flashpp::test::gpu {
+namespace {
+
+class CudaBackwardRandom : public testing::TestWithParam<std::tuple<DType, int>> {};
+
+TEST_P(CudaBackwardRandom, MatchesReference) {
+  FLASHPP_REQUIRE_GPU();
+  const auto [dtype, index] = GetParam();
+  auto rng = make_rng(std::string("CudaBackwardRandom.") + gpu_dtype_name(dtype), std::uint64_t(index));
+  const AttnCase c = on_gpu(sample_case(rng, dtype, kGpuMaxCaseCost));
+  expect_gpu_case_matches_reference(c, rng, /*backward=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sampled, CudaBackwardRandom,
+                         testing::Combine(testing::ValuesIn(kGpuDtypes), testing::Range(0, kGpuRandomCasesPerDtype)),
+                         [](const auto& info) {
+                           return std::string(gpu_dtype_name(std::get<0>(info.param))) + "_" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+class CudaBackwardEdge : public testing::TestWithParam<std::tuple<DType, int, bool>> {};
+
+TEST_P(CudaBackwardEdge, MatchesReference) {
+  FLASHPP_REQUIRE_GPU();
+  const auto [dtype, index, deterministic] = GetParam();
+  AttnCase c = on_gpu(edge_cases(dtype)[std::size_t(index)]);
+  c.deterministic = deterministic;
+  auto rng = make_rng("CudaBackwardEdge." + c.label + gpu_dtype_name(dtype) + (deterministic ? "det" : ""));
+  expect_gpu_case_matches_reference(c, rng, /*backward=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixed, CudaBackwardEdge,
+                         testing::Combine(testing::ValuesIn(kGpuDtypes),
+                                          testing::Range(0, int(edge_cases(DType::f16).size())), testing::Bool()),
+                         [](const auto& info) {
+                           return edge_cases(std::get<0>(info.param))[std::size_t(std::get<1>(info.param))].label +
+                                  "_" + gpu_dtype_name(std::get<0>(info.param)) +
+                                  (std::get<2>(info.param) ? "_det" : "_atomic");
+                         });
+
+// Several key blocks, query blocks and GQA heads per block, at every compiled head dim.
+TEST(CudaBackward, MultiTileCases) {
+  FLASHPP_REQUIRE_GPU();
+  int index = 0;
+  for (DType dtype : kGpuDtypes)
+    for (int d : {32, 64, 96, 128, 192, 256})
+      for (bool det : {false, true}) {
+        auto rng = make_rng(std::string("CudaBackward.MultiTile.") + gpu_dtype_name(dtype), std::uint64_t(index++));
+        AttnCase c;
+        c.label = "multi_tile_d" + std::to_string(d) + (det ? "_det" : "");
+        c.dtype = dtype;
+        c.batch = 2;
+        c.seqlen_q = 200 + int(rng() % 150);
+        c.seqlen_k = 250 + int(rng() % 200);
+        c.heads_q = 4;
+        c.heads_kv = (index % 2) ? 1 : 2;
+        c.head_dim = c.head_dim_v = d;
+        c.causal = (index % 4) < 2;
+        if (index % 3 == 0) c.window_left = 70;
+        if (index % 5 == 0) c.softcap = 20.f;
+        c.deterministic = det;
+        expect_gpu_case_matches_reference(on_gpu(c), rng, /*backward=*/true);
+      }
+}
+
+// deterministic = true: two runs give bitwise-identical dq, dk, dv.
+TEST(CudaBackward, DeterministicModeIsBitwiseRepeatable) {
+  FLASHPP_REQUIRE_GPU();
+  int index = 0;
+  for (DType dtype : kGpuDtypes)
+    for (int round = 0; round < 3; ++round) {
+      auto rng = make_rng(std::string("CudaBackward.Deterministic.") + gpu_dtype_name(dtype), std::uint64_t(index++));
+      AttnCase c;
+      c.label = "deterministic";
+      c.dtype = dtype;
+      c.batch = 2;
+      c.seqlen_q = 400 + int(rng() % 300);
+      c.seqlen_k = 400 + int(rng() % 300);
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.head_dim = c.head_dim_v = round == 0 ? 64 : round == 1 ? 128 : 256;
+      c.causal = round == 1;
+      c.deterministic = true;
+      c = on_gpu(c);
+      SCOPED_TRACE(c.describe());
+      AttnTensors t = make_tensors(c, rng, true);
+      DeviceCase dev(c, t);
+      dev.run_forward();
+      dev.run_backward();
+      dev.download();
+      const auto dq1 = storage_snapshot(t.dq), dk1 = storage_snapshot(t.dk), dv1 = storage_snapshot(t.dv);
+      t.dq.poison();
+      t.dk.poison();
+      t.dv.poison();
+      dev.upload_outputs();
+      dev.run_backward();
+      dev.download();
+      EXPECT_TRUE(bitwise_equal(dq1.data(), t.dq.storage(), dq1.size())) << "dq differs between runs";
+      EXPECT_TRUE(bitwise_equal(dk1.data(), t.dk.storage(), dk1.size())) << "dk differs between runs";
+      EXPECT_TRUE(bitwise_equal(dv1.data(), t.dv.storage(), dv1.size())) << "dv differs between runs";
+    }
+}
+
+}  // namespace
+}  // namespace flashpp::test::gpu
