@@ -104,27 +104,28 @@ inline void gemm_atb_acc(const float* __restrict P, int rows, int cols, const fl
   }
 }
 
-// exp(x) for x <= 0 (and any finite x below 88), written so that a loop of
-// it vectorizes: 2^(x log2 e) split into 2^n * 2^f, |f| <= 1/2, with a
-// degree-7 Taylor polynomial (relative error < 1e-8 before fp32 rounding).
-// Inputs below -87 flush to ~1e-38, which is 0 beside any row sum >= 1;
-// inputs above 88 saturate at 2^127.
+// exp(x), written so that a loop of it vectorizes: x = n ln2 + r with
+// |r| <= ln2/2 (Cody-Waite: ln2 split in a short high part, so n * ln2_hi is
+// exact, and a low part), e^r from a degree-7 Taylor polynomial (truncation
+// < 1e-8 relative), times 2^n built in the exponent bits. Accurate to a few
+// ulp for every argument; scaling x by log2(e) in fp32 instead would cost
+// |x| * 2^-24 of relative accuracy, which P = exp(S - LSE) cannot afford.
+// Arguments are clamped to [-87, 88] first (NaN takes the low bound), so the
+// float -> int conversion is always defined; callers mask what that affects.
 inline float exp_fast(float x) {
-  float y = x * 1.44269504088896341f;
-  // Clamp before the float -> int conversion below (NaN takes the low bound);
-  // callers mask the entries where this matters (masked or empty rows).
-  y = y > -126.f ? y : -126.f;
-  y = y < 127.f ? y : 127.f;
-  const float n = std::floor(y + 0.5f);
-  const float f = (y - n) * 0.693147180559945309f;
+  x = x > -87.f ? x : -87.f;
+  x = x < 88.f ? x : 88.f;
+  const float n = std::floor(madd(x, 1.44269504088896341f, 0.5f));
+  float r = madd(-n, 0.693145751953125f, x);
+  r = madd(-n, 1.428606765330187e-06f, r);
   float p = 1.f / 5040.f;
-  p = madd(p, f, 1.f / 720.f);
-  p = madd(p, f, 1.f / 120.f);
-  p = madd(p, f, 1.f / 24.f);
-  p = madd(p, f, 1.f / 6.f);
-  p = madd(p, f, 0.5f);
-  p = madd(p, f, 1.f);
-  p = madd(p, f, 1.f);
+  p = madd(p, r, 1.f / 720.f);
+  p = madd(p, r, 1.f / 120.f);
+  p = madd(p, r, 1.f / 24.f);
+  p = madd(p, r, 1.f / 6.f);
+  p = madd(p, r, 0.5f);
+  p = madd(p, r, 1.f);
+  p = madd(p, r, 1.f);
   const std::int32_t bits = (std::int32_t(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, 4);

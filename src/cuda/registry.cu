@@ -93,8 +93,7 @@ std::string image_problem(const KernelEntry& e, int device, const DeviceFacts& f
     if (err != cudaSuccess) {
       cudaGetLastError();
       why = "this build has no code for sm_" + std::to_string(f.major * 10 + f.minor) +
-            " (it carries sm_80 and sm_90a; rebuild with FLASHPP_CUDA_GENCODE including this GPU): " +
-            cudaGetErrorString(err);
+            " (rebuild with FLASHPP_CUDA_GENCODE naming this GPU): " + cudaGetErrorString(err);
     }
   } catch (const Error& ex) {
     why = ex.what();

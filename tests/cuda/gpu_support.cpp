@@ -93,7 +93,7 @@ std::size_t free_device_memory() {
 #else  // built without CUDA: every GPU test skips
 
 const std::string& gpu_unavailable_reason() {
-  static const std::string why = "flashpp was built without CUDA (no nvcc found at configure time)";
+  static const std::string why = "flashpp was built without its CUDA backend (FLASHPP_CUDA=OFF, or no nvcc at configure time)";
   return why;
 }
 DeviceBuffer::DeviceBuffer(std::size_t) { throw std::runtime_error(gpu_unavailable_reason()); }

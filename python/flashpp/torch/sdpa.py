@@ -8,12 +8,13 @@ mechanism of its FA3/FA4 plug-ins). Activating it,
     torch.nn.attention.activate_flash_attention_impl("flashpp")   # or
     flashpp.torch.sdpa.activate()
 
-replaces the kernels of the flash-attention ATen operators, so unchanged
-F.scaled_dot_product_attention code runs on flashpp wherever SDPA picks its
-flash backend: `_scaled_dot_product_flash_attention` (+ backward) and
+replaces the kernels of the flash-attention ATen operators and moves SDPA's
+flash backend to the front of its priority order (PyTorch otherwise prefers
+cuDNN on Hopper), so unchanged F.scaled_dot_product_attention code runs on
+flashpp wherever the flash backend can take the call: `_scaled_dot_product_flash_attention` (+ backward) and
 `_flash_attention_forward` (+ backward) on CUDA, and
 `_scaled_dot_product_flash_attention_for_cpu` (+ backward) on the CPU.
-torch.nn.attention.restore_flash_attention_impl() undoes it.
+torch.nn.attention.restore_flash_attention_impl() undoes both.
 
 A call flashpp cannot run exactly (an attn_mask, a top-left causal mask with
 more keys than queries, a head dim over 256, float64) is computed by a plain
@@ -39,15 +40,41 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 
 class _Handle:
-    """Keeps the kernel registrations alive; remove() takes them out again."""
+    """Keeps the kernel registrations alive; remove() takes them out again
+    and restores SDPA's backend priority."""
 
-    def __init__(self, library):
+    def __init__(self, library, previous_priority):
         self.library = library
+        self.previous_priority = previous_priority
 
     def remove(self):
         if self.library is not None:
             self.library._destroy()
             self.library = None
+        if self.previous_priority is not None:
+            torch._C._set_sdp_priority_order(self.previous_priority)
+            self.previous_priority = None
+
+
+def _prefer_flash_backend():
+    """Puts SDPA's flash backend first in its priority order (PyTorch prefers
+    cuDNN on Hopper, which would bypass the flash kernels); returns the order
+    to restore, or None when nothing changed."""
+    get = getattr(torch._C, "_get_sdp_priority_order", None)
+    set_ = getattr(torch._C, "_set_sdp_priority_order", None)
+    if get is None or set_ is None:
+        return None
+    if torch.cuda.is_available():
+        # PyTorch makes its cuDNN-first choice once, at its first CUDA SDPA
+        # dispatch; let that happen now, or it would later undo our order.
+        t = torch.empty((1, 1, 1, 8), dtype=torch.float16, device="cuda")
+        torch._fused_sdp_choice(t, t, t)
+    order = [int(b) for b in get()]
+    flash = int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
+    if order and order[0] == flash:
+        return None
+    set_([flash] + [b for b in order if b != flash])
+    return order
 
 
 def _plan(query, key, value, is_causal, attn_mask):
@@ -314,7 +341,7 @@ def register_kernels():
         lib.impl("_scaled_dot_product_flash_attention_backward", _cuda_backward, "CUDA")
         lib.impl("_flash_attention_forward", _flash_attention_forward, "CUDA")
         lib.impl("_flash_attention_backward", _flash_attention_backward, "CUDA")
-    return _Handle(lib)
+    return _Handle(lib, _prefer_flash_backend())
 
 
 def available():
