@@ -81,6 +81,14 @@ void check_tensor(const char* name, const TensorView& t, int ndim, const Device&
       if (__builtin_mul_overflow(t.shape[i] - 1, t.stride[i], &term) || __builtin_add_overflow(extent, term, &extent))
         fail(ErrorKind::value, name, "strides address beyond int64 offsets");
   }
+  // An empty tensor addresses nothing, so its strides carry no meaning (NumPy
+  // reports 0 for them).
+  if (t.numel() == 0) {
+    if (t.device != device)
+      fail(ErrorKind::type, name,
+           "must be on the same device as q (" + device_str(device) + "), got " + device_str(t.device));
+    return;
+  }
   if (t.shape[t.ndim - 1] > 1 && t.stride[t.ndim - 1] != 1)
     fail(ErrorKind::value, name,
          "last dim must be contiguous (stride 1), got stride " + std::to_string(t.stride[t.ndim - 1]));
