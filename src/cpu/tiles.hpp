@@ -66,21 +66,23 @@ inline void gemm_abt(const float* __restrict A, int lda, int rows, const float* 
 }
 
 // Y[r][:N] += sum_c P[r][c] * X[c][:N]  (P row stride kBlockK, N multiple of kCols).
+// The tile's sum is formed from zero and then added to Y: sums over many
+// tiles (dK/dV over hundreds of query rows) round per tile, not per term.
 inline void gemm_ab_acc(const float* __restrict P, int rows, int cols, const float* __restrict X, int ldx, int N,
                         float* __restrict Y, int ldy) {
   for (int r = 0; r < rows; ++r) {
     const float* p = P + std::int64_t(r) * kBlockK;
     for (int n0 = 0; n0 < N; n0 += kCols) {
-      float acc[kCols];
+      float acc[kCols] = {};
       float* y = Y + std::int64_t(r) * ldy + n0;
-      std::memcpy(acc, y, sizeof acc);
       for (int c = 0; c < cols; ++c) {
         const float pv = p[c];
         const float* x = X + std::int64_t(c) * ldx + n0;
 #pragma omp simd
         for (int n = 0; n < kCols; ++n) acc[n] = madd(pv, x[n], acc[n]);
       }
-      std::memcpy(y, acc, sizeof acc);
+#pragma omp simd
+      for (int n = 0; n < kCols; ++n) y[n] += acc[n];
     }
   }
 }
@@ -90,16 +92,16 @@ inline void gemm_atb_acc(const float* __restrict P, int rows, int cols, const fl
                          float* __restrict Y, int ldy) {
   for (int c = 0; c < cols; ++c) {
     for (int n0 = 0; n0 < N; n0 += kCols) {
-      float acc[kCols];
+      float acc[kCols] = {};
       float* y = Y + std::int64_t(c) * ldy + n0;
-      std::memcpy(acc, y, sizeof acc);
       for (int r = 0; r < rows; ++r) {
         const float pv = P[std::int64_t(r) * kBlockK + c];
         const float* x = X + std::int64_t(r) * ldx + n0;
 #pragma omp simd
         for (int n = 0; n < kCols; ++n) acc[n] = madd(pv, x[n], acc[n]);
       }
-      std::memcpy(y, acc, sizeof acc);
+#pragma omp simd
+      for (int n = 0; n < kCols; ++n) y[n] += acc[n];
     }
   }
 }

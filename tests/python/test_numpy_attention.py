@@ -113,7 +113,8 @@ def test_forward_backward(scenario, dtype, rng):
     if kw.get("dv") == "random":
         kw["dv"] = hdim(rng)
     if kw.get("q_magnitude") == "random":
-        kw["q_magnitude"] = float(rng.uniform(30, 100))
+        # fp32 at logits in the hundreds: score rounding sets both errors (see docs/testing.md).
+        kw["q_magnitude"] = float(rng.uniform(4, 24) if dtype == np.float32 else rng.uniform(30, 100))
     c = Case(rng, dtype, **kw)
     run_both(c)
 
