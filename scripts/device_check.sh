@@ -4,7 +4,9 @@
 # dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
 # backends; then print a summary table last. Full logs and JSON go to $OUT
 # (default results/device); at most 8 files, so the tool that fetches them gets all.
-#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize bench profile" (default: all)
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench profile suite"
+#                         (default: all but suite, which takes minutes of its own)
+#   FLASHPP_SUITE_ARGS    arguments of `python3 -m bench.suite run` (default --quick)
 #   FLASHPP_TEST_REGEX    ctest -R filter for the test step (default: every gpu test)
 #   FLASHPP_BENCH_QUICK=1 one benchmark configuration only
 #   FLASHPP_DEVICE_BUDGET seconds for the whole script (default 560): later steps
@@ -15,7 +17,7 @@ out=${OUT:-$PWD/results/device}
 mkdir -p "$out"
 build=${FLASHPP_DEVICE_BUILD:-build-device}
 jobs=$(nproc)
-steps=${FLASHPP_DEVICE_STEPS:-build test sanitize bench profile}
+steps=${FLASHPP_DEVICE_STEPS:-build test sanitize demo bench profile}
 summary=()
 note() { summary+=("$(printf '| %-10s | %s |' "$1" "$2")"); }
 has_step() { [[ " $steps " == *" $1 "* ]]; }
@@ -44,7 +46,8 @@ if has_step build; then
   extra+=(-DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20)
   t0=$(date +%s)
   { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPP_CUDA=ON -DFLASHPP_BUILD_TESTS=ON \
-      -DFLASHPP_BUILD_BENCH=OFF -DFLASHPP_BUILD_EXAMPLES=OFF "${extra[@]}" &&
+      -DFLASHPP_BUILD_BENCH=OFF -DFLASHPP_BUILD_EXAMPLES=ON \
+      -DFLASHPP_BUILD_PYTHON=${FLASHPP_DEVICE_PYTHON:-ON} "${extra[@]}" &&
     cmake --build "$build" -j "$jobs" -- -k 0; } >"$out/build.log" 2>&1
   rc=$?
   t1=$(date +%s)
@@ -80,6 +83,12 @@ if has_step sanitize; then
   done
 fi
 
+if has_step demo; then
+  echo "== demo (the README's main job) =="
+  timeout "$(allow 60)" "$build/examples/flashpp_demo" 2>&1 | tee -a "$out/summary.txt"
+  note demo "rc ${PIPESTATUS[0]}"
+fi
+
 if has_step bench; then
   echo "== benchmark =="
   q=()
@@ -101,6 +110,16 @@ if has_step profile; then
       "$build/tests/cuda/flashpp_cuda_bench" --quick --reps 1 >>"$out/profile.txt" 2>&1
     note "ncu $k" "rc $?"
   done
+fi
+
+if has_step suite; then
+  echo "== benchmark suite =="
+  # The suite finds the Python extension of this build by itself (build*/python/_core*.so).
+  read -r -a sargs <<<"${FLASHPP_SUITE_ARGS:---quick}"
+  PYTHONUNBUFFERED=1 timeout "$(allow 480)" python3 -m bench.suite run "${sargs[@]}" --out /tmp/flashpp_suite \
+    --bundle "$out/suite.tar.gz" >"$out/suite.log" 2>&1
+  note suite "rc $?; results in suite.tar.gz"
+  tail -30 "$out/suite.log"
 fi
 
 {
