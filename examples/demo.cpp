@@ -172,6 +172,19 @@ int main(int argc, char** argv) {
     }
 #endif
 
+    const double flops_fwd = 4.0 * B * H * double(N) * N * D * (s.causal ? 0.5 : 1.0);
+    const double flops_bwd = 2.5 * flops_fwd;
+    // Standard attention keeps S and P (B x H x N x N each, in the input dtype) for its backward.
+    const double standard_extra = 2.0 * B * H * double(N) * N * flashpp::dtype_size(dt);
+    std::printf("flashpp %s demo\n", flashpp::version());
+    std::printf("backend        : %s\n", sel.backend.c_str());
+    std::printf("shape          : batch %lld, seqlen %lld, heads %lld (kv %lld), hdim %lld, %s, %s\n", (long long)B,
+                (long long)N, (long long)H, (long long)HK, (long long)D, flashpp::dtype_name(dt), s.causal ? "causal" : "non-causal");
+    std::printf("forward        : %9.3f ms  %9.1f GFLOP/s\n", t_fwd * 1e3, flops_fwd / t_fwd * 1e-9);
+    std::printf("backward       : %9.3f ms  %9.1f GFLOP/s\n", t_bwd * 1e3, flops_bwd / t_bwd * 1e-9);
+    std::printf("checking against the fp64 reference (batch 0, kv group 0) ...\n");
+    std::fflush(stdout);
+
     // Reference on batch 0 and the first KV-head group (all its query heads):
     // the same strides with batch = 1, heads_kv = 1 address exactly that slice.
     const auto hq = flashpp::TensorView::contiguous(q.data(), dt, {B, N, H, D});
@@ -203,16 +216,6 @@ int main(int argc, char** argv) {
     const double e_out = cmp(ro, out, p.heads_q, H), e_dq = cmp(rdq, dq, p.heads_q, H);
     const double e_dk = cmp(rdk, dk, 1, HK), e_dv = cmp(rdv, dv, 1, HK);
 
-    const double flops_fwd = 4.0 * B * H * double(N) * N * D * (s.causal ? 0.5 : 1.0);
-    const double flops_bwd = 2.5 * flops_fwd;
-    // Standard attention keeps S and P (B x H x N x N each, in the input dtype) for its backward.
-    const double standard_extra = 2.0 * B * H * double(N) * N * flashpp::dtype_size(dt);
-    std::printf("flashpp %s demo\n", flashpp::version());
-    std::printf("backend        : %s\n", sel.backend.c_str());
-    std::printf("shape          : batch %lld, seqlen %lld, heads %lld (kv %lld), hdim %lld, %s, %s\n", (long long)B,
-                (long long)N, (long long)H, (long long)HK, (long long)D, flashpp::dtype_name(dt), s.causal ? "causal" : "non-causal");
-    std::printf("forward        : %9.3f ms  %9.1f GFLOP/s\n", t_fwd * 1e3, flops_fwd / t_fwd * 1e-9);
-    std::printf("backward       : %9.3f ms  %9.1f GFLOP/s\n", t_bwd * 1e3, flops_bwd / t_bwd * 1e-9);
     std::printf("max |err| vs fp64 reference (batch 0, kv group 0): out %.3g  dq %.3g  dk %.3g  dv %.3g\n", e_out, e_dq, e_dk, e_dv);
     std::printf("memory         : flashpp %.1f MB (tensors %.1f MB + workspace %.1f MB); standard attention needs %.1f MB more for S and P\n",
                 (tensor_bytes + ws_f + ws_b) / 1e6, tensor_bytes / 1e6, (ws_f + ws_b) / 1e6, standard_extra / 1e6);

@@ -85,7 +85,7 @@ fi
 
 if has_step demo; then
   echo "== demo (the README's main job) =="
-  timeout "$(allow 60)" "$build/examples/flashpp_demo" 2>&1 | tee -a "$out/summary.txt"
+  timeout "$(allow 180)" "$build/examples/flashpp_demo" 2>&1 | tee -a "$out/summary.txt"
   note demo "rc ${PIPESTATUS[0]}"
 fi
 

@@ -79,6 +79,8 @@ void slice_forward(const AttnParams& p, Precision prec, const Seq& s, const std:
   S.assign(std::size_t(s.sq) * s.sk, 0.0);
   lse.assign(s.sq, -std::numeric_limits<double>::infinity());
   out.assign(std::size_t(s.sq) * dv, 0.0);
+  // Rows are independent: threads split them when the slice is big enough to pay for it.
+#pragma omp parallel for schedule(dynamic, 8) if (std::int64_t(s.sq) * s.sk * d > (1 << 20))
   for (int i = 0; i < s.sq; ++i) {
     const VisibleRange vr = visible_keys(i, s.sq, s.sk, p.window_left, p.window_right);
     if (vr.lo >= vr.hi) continue;
@@ -156,6 +158,8 @@ void backward(const AttnParams& p, Precision prec, std::vector<double>& dq, std:
       slice_forward(p, prec, s, q, k, v, P, S, l, o);
       dP.assign(std::size_t(s.sq) * s.sk, 0.0);
       dS.assign(std::size_t(s.sq) * s.sk, 0.0);
+      const bool par = std::int64_t(s.sq) * s.sk * d > (1 << 20);
+#pragma omp parallel for schedule(dynamic, 8) if (par)
       for (int i = 0; i < s.sq; ++i) {
         const VisibleRange vr = visible_keys(i, s.sq, s.sk, p.window_left, p.window_right);
         Acc dsum(st);
@@ -177,12 +181,14 @@ void backward(const AttnParams& p, Precision prec, std::vector<double>& dq, std:
         }
       }
       const double sc = p.scale;
+#pragma omp parallel for schedule(dynamic, 8) if (par)
       for (int i = 0; i < s.sq; ++i)
         for (int c = 0; c < d; ++c) {
           Acc acc(st);
           for (int j = 0; j < s.sk; ++j) acc.add(dS[std::size_t(i) * s.sk + j], k[std::size_t(j) * d + c]);
           dq[(std::size_t(qrow0 + i) * hq + h) * d + c] = rnd(acc.value() * sc);
         }
+#pragma omp parallel for schedule(dynamic, 8) if (par)
       for (int j = 0; j < s.sk; ++j) {
         for (int c = 0; c < d; ++c) {
           Acc acc(st);

@@ -20,6 +20,11 @@ class Flex(Backend):
         for knob in ("cache_size_limit", "recompile_limit"):
             if hasattr(torch._dynamo.config, knob):
                 setattr(torch._dynamo.config, knob, 256)
+        # The timed backward replays one graph (retain_graph=True), which compiled
+        # backwards with donated buffers refuse.
+        functorch_config = getattr(getattr(torch, "_functorch", None), "config", None)
+        if functorch_config is not None and hasattr(functorch_config, "donated_buffer"):
+            functorch_config.donated_buffer = False
         self.compiled = torch.compile(flex_attention, dynamic=False)
 
     def version(self):
