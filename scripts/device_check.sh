@@ -71,7 +71,7 @@ fi
 if has_step sanitize; then
   echo "== compute-sanitizer =="
   bin="$build/tests/cuda/flashpp_cuda_sanitize_cases"
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck synccheck; do
     log="/tmp/flashpp_sanitize_$tool.log"
     timeout "$(allow 150)" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin" >"$log" 2>&1
     rc=$?

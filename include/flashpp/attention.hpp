@@ -42,6 +42,8 @@ struct Selection {
   bool ok = false;
   std::string backend;  // "cpu", "cuda-sm80", "cuda-sm90", ...
   std::string reason;   // why not, when !ok
+  std::string note;     // why a faster kernel family was passed over, e.g. the
+                        // Hopper forward for unaligned strides ("" = none was)
 };
 Selection select_forward(const TensorView& q, const TensorView& k, const TensorView& v,
                          const AttentionOptions& opts = {});

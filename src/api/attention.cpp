@@ -70,17 +70,17 @@ void backward(const TensorView& dout, const TensorView& q, const TensorView& k, 
 Selection select_forward(const TensorView& q, const TensorView& k, const TensorView& v,
                          const AttentionOptions& opts) {
   const AttnParams p = detail::make_shape_params(q, k, v, opts);
-  if (!on_cuda(q)) return {true, "cpu", ""};
+  if (!on_cuda(q)) return {true, "cpu", "", ""};
   const auto c = cuda::select_forward(p, q.device.index);
-  return {c.ok, c.kernel, c.reason};
+  return {c.ok, c.kernel, c.reason, c.note};
 }
 
 Selection select_backward(const TensorView& q, const TensorView& k, const TensorView& v,
                           const AttentionOptions& opts) {
   const AttnParams p = detail::make_shape_params(q, k, v, opts);
-  if (!on_cuda(q)) return {true, "cpu", ""};
+  if (!on_cuda(q)) return {true, "cpu", "", ""};
   const auto c = cuda::select_backward(p, q.device.index);
-  return {c.ok, c.kernel, c.reason};
+  return {c.ok, c.kernel, c.reason, c.note};
 }
 
 bool built_with_cuda() noexcept {

@@ -9,8 +9,8 @@ const char* kWhy = "flashpp was built without CUDA support; rebuild with a CUDA 
 [[noreturn]] void unavailable() { throw Error(ErrorKind::not_supported, "q", kWhy); }
 }  // namespace
 
-Choice select_forward(const AttnParams&, int) { return {false, "", kWhy}; }
-Choice select_backward(const AttnParams&, int) { return {false, "", kWhy}; }
+Choice select_forward(const AttnParams&, int) { return {false, "", kWhy, ""}; }
+Choice select_backward(const AttnParams&, int) { return {false, "", kWhy, ""}; }
 std::size_t forward_workspace_bytes(const AttnParams&, int) { unavailable(); }
 void forward(const AttnParams&, void*, std::size_t, void*, int) { unavailable(); }
 std::size_t backward_workspace_bytes(const AttnParams&, int) { unavailable(); }

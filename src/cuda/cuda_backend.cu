@@ -26,7 +26,7 @@ std::int64_t total_q_rows(const AttnParams& p) {
   return p.cu_seqlens_q != nullptr ? p.total_q : std::int64_t(p.batch) * p.seqlen_q;
 }
 
-Choice to_choice(const Selected& s) { return {s.entry != nullptr, s.name, s.reason}; }
+Choice to_choice(const Selected& s) { return {s.entry != nullptr, s.name, s.reason, s.note}; }
 
 const KernelEntry& require(Pass pass, const AttnParams& p, int device) {
   const Selected s = select(pass, p, device);

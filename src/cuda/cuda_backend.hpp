@@ -12,6 +12,7 @@ struct Choice {
   bool ok = false;
   std::string kernel;  // e.g. "cuda-sm80 fwd bf16 hdim128"
   std::string reason;  // why not, when !ok
+  std::string note;    // why a faster kernel family was passed over ("" = none was)
 };
 
 // device: CUDA ordinal of the tensors.

@@ -1,6 +1,8 @@
 #include "cuda/registry.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -9,6 +11,8 @@
 
 #include "cuda/check.hpp"
 #include "cuda/sm80/tile_configs.hpp"
+#include "cuda/sm90/fwd_tiles.hpp"
+#include "cuda/sm90/tensor_maps.hpp"
 
 namespace flashpp::cuda {
 
@@ -103,9 +107,7 @@ std::string image_problem(const KernelEntry& e, int device, const DeviceFacts& f
   return why;
 }
 
-}  // namespace
-
-Selected select(Pass pass, const AttnParams& p, int device) {
+Selected select_fa2(Pass pass, const AttnParams& p, int device) {
   Selected s;
   const int d = sm80::round_head_dim(std::max(p.head_dim, p.head_dim_v));
   s.name = std::string("cuda-sm80 ") + pass_name(pass) + " " + dtype_label(p.dtype) + " hdim" + std::to_string(d);
@@ -147,6 +149,69 @@ Selected select(Pass pass, const AttnParams& p, int device) {
   }
   s.reason = image_problem(*found, device, f);
   if (s.reason.empty()) s.entry = found;
+  return s;
+}
+
+
+// The Hopper forward, or why it cannot run these arguments ("" reason = use it).
+Selected select_hopper_forward(const AttnParams& p, int device) {
+  Selected s;
+  const int d = sm90::round_head_dim(std::max(p.head_dim, p.head_dim_v));
+  s.name = std::string("cuda-sm90 fwd ") + dtype_label(p.dtype) + " hdim" + std::to_string(d);
+  const char* force = std::getenv("FLASHPP_CUDA_FORWARD_FAMILY");
+  if (force != nullptr && std::strcmp(force, "sm80") == 0) {
+    s.reason = "FLASHPP_CUDA_FORWARD_FAMILY=sm80 forces the FA2-class forward";
+    return s;
+  }
+  if (p.dtype != ElemType::f16 && p.dtype != ElemType::bf16) {
+    s.reason = "the Hopper forward takes float16 or bfloat16";
+    return s;
+  }
+  if (d == 0) {
+    s.reason = "head dims above 256 have no Hopper kernel";
+    return s;
+  }
+  const DeviceFacts f = device_facts(device);
+  if (!f.error.empty()) {
+    s.reason = f.error;
+    return s;
+  }
+  if (f.major != 9) {
+    s.reason = "the FA3-class forward needs an sm_90 GPU (Hopper); device " + std::to_string(device) + " is " +
+               std::to_string(f.major) + "." + std::to_string(f.minor);
+    return s;
+  }
+  const std::int64_t m_blocks = (std::int64_t(p.seqlen_q) + 127) / 128;
+  if (m_blocks * p.heads_q * p.batch >= (std::int64_t(1) << 31)) {
+    s.reason = "more than 2^31 query tiles";
+    return s;
+  }
+  s.reason = sm90::tma_problem(p);
+  if (!s.reason.empty()) return s;
+  const KernelEntry* found = nullptr;
+  for (const KernelEntry& e : table())
+    if (e.arch == 90 && e.pass == Pass::forward && e.dtype == p.dtype && e.head_dim == d) found = &e;
+  if (found == nullptr) {
+    s.reason = "no kernel compiled for " + s.name;
+    return s;
+  }
+  if (found->smem_bytes > f.smem_optin) {
+    s.reason = s.name + " needs " + std::to_string(found->smem_bytes) + " bytes of shared memory per block";
+    return s;
+  }
+  s.reason = image_problem(*found, device, f);
+  if (s.reason.empty()) s.entry = found;
+  return s;
+}
+
+}  // namespace
+
+Selected select(Pass pass, const AttnParams& p, int device) {
+  if (pass != Pass::forward) return select_fa2(pass, p, device);
+  Selected hopper = select_hopper_forward(p, device);
+  if (hopper.entry != nullptr) return hopper;
+  Selected s = select_fa2(pass, p, device);
+  s.note = hopper.name + " not used: " + hopper.reason;
   return s;
 }
 

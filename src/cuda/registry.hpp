@@ -23,7 +23,8 @@ struct LaunchArgs {
 };
 
 struct KernelEntry {
-  int arch;          // kernel family: 80 = FA2-class (mma.sync), runs on sm80 and newer
+  int arch;          // kernel family: 80 = FA2-class (mma.sync), runs on sm80 and newer;
+                     // 90 = FA3-class (TMA + wgmma, sm90a), forward only
   Pass pass;
   ElemType dtype;
   int head_dim;      // compiled head dim; smaller ones round up to it
@@ -36,8 +37,12 @@ struct Selected {
   const KernelEntry* entry = nullptr;  // null: see reason
   std::string name;                    // e.g. "cuda-sm80 fwd bf16 hdim128"
   std::string reason;
+  std::string note;  // set when a faster family was passed over: why
 };
 
+// The forward prefers the Hopper family on sm_90 devices and falls back to the
+// FA2-class kernels (saying why in `note`). FLASHPP_CUDA_FORWARD_FAMILY=sm80 in the
+// environment forces the FA2-class forward (tests and benchmarks of both families).
 // Needs the CUDA context of `device` only for the first query per (kernel, device).
 Selected select(Pass pass, const AttnParams& p, int device);
 

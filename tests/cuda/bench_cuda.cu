@@ -2,7 +2,7 @@
 // configurations of the reference table in DESIGN.md (bf16, batch * seqlen = 16K,
 // hidden 2048), timed with CUDA events, median of repeated calls after warm-up.
 // FLOPs: forward 4 * B * H * N^2 * d (halved when causal), backward 2.5x forward.
-//   flashpp_cuda_bench [--json PATH] [--reps N] [--quick]
+//   flashpp_cuda_bench [--json PATH] [--reps N] [--quick | --grid]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -81,19 +81,27 @@ float median_ms(F&& f, int reps) {
 int main(int argc, char** argv) {
   std::string json_path;
   int reps = 10;
-  bool quick = false;
+  bool quick = false, grid = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--grid")) grid = true;
   }
   std::vector<Config> configs = {{64, 2048, false},   {64, 16384, false},  {128, 1024, false}, {128, 4096, false},
                                  {128, 16384, false}, {128, 16384, true}, {256, 16384, false}};
   if (quick) configs = {{128, 4096, false}};
+  // The full grid: hdim 64/128/256 x N 512..16K x causal or not (batch * N = 16K).
+  if (grid) {
+    configs.clear();
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true})
+        for (int n = 512; n <= 16384; n *= 2) configs.push_back({d, n, causal});
+  }
   FILE* js = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
   if (js) std::fprintf(js, "[\n");
-  std::printf("%-6s %-6s %-6s %10s %10s %10s %10s %12s\n", "hdim", "N", "causal", "fwd ms", "fwd TF/s", "bwd ms",
-              "bwd TF/s", "bwd-det TF/s");
+  std::printf("%-6s %-6s %-6s %10s %10s %10s %10s %12s %12s\n", "hdim", "N", "causal", "fwd ms", "fwd TF/s", "bwd ms",
+              "bwd TF/s", "bwd-det TF/s", "fa2-fwd TF/s");
   bool first = true;
   for (const Config& c : configs) {
     const int d = c.d, n = c.n, b = 16384 / n, h = 2048 / d;
@@ -124,25 +132,34 @@ int main(int argc, char** argv) {
                                           flashpp::backward_workspace_bytes(view(q), view(k), view(v), det));
     void* ws = buf.alloc(std::max<std::size_t>(ws_bytes, 256));
     const double fwd_flops = 4.0 * b * h * double(n) * n * d * (c.causal ? 0.5 : 1.0);
+    const std::string fwd_kernel = flashpp::select_forward(view(q), view(k), view(v), opts).backend;
     const float fwd_ms = median_ms([&] { flashpp::forward(view(q), view(k), view(v), view(o), lv, opts); }, reps);
+    // The FA2-class forward on the same inputs (the fallback family on Hopper).
+    setenv("FLASHPP_CUDA_FORWARD_FAMILY", "sm80", 1);
+    const float fa2_ms = median_ms([&] { flashpp::forward(view(q), view(k), view(v), view(o), lv, opts); }, reps);
+    unsetenv("FLASHPP_CUDA_FORWARD_FAMILY");
+    // The backward reads this forward's out and LSE.
+    flashpp::forward(view(q), view(k), view(v), view(o), lv, opts);
     auto run_bwd = [&](const flashpp::AttentionOptions& o_) {
       flashpp::backward(view(dout), view(q), view(k), view(v), view(o), lv, view(dq), view(dk), view(dv), o_,
                         {ws, ws_bytes});
     };
     const float bwd_ms = median_ms([&] { run_bwd(opts); }, reps);
-    const float det_ms = median_ms([&] { run_bwd(det); }, std::max(3, reps / 2));
+    const float det_ms = grid ? 0.f : median_ms([&] { run_bwd(det); }, std::max(3, reps / 2));
     check(cudaGetLastError(), "kernels");
     const double fwd_tf = fwd_flops / (fwd_ms * 1e-3) / 1e12, bwd_tf = 2.5 * fwd_flops / (bwd_ms * 1e-3) / 1e12;
-    const double det_tf = 2.5 * fwd_flops / (det_ms * 1e-3) / 1e12;
-    std::printf("%-6d %-6d %-6s %10.3f %10.1f %10.3f %10.1f %12.1f\n", d, n, c.causal ? "yes" : "no", fwd_ms, fwd_tf,
-                bwd_ms, bwd_tf, det_tf);
+    const double det_tf = det_ms > 0.f ? 2.5 * fwd_flops / (det_ms * 1e-3) / 1e12 : 0.0;
+    const double fa2_tf = fwd_flops / (fa2_ms * 1e-3) / 1e12;
+    std::printf("%-6d %-6d %-6s %10.3f %10.1f %10.3f %10.1f %12.1f %12.1f\n", d, n, c.causal ? "yes" : "no", fwd_ms,
+                fwd_tf, bwd_ms, bwd_tf, det_tf, fa2_tf);
     if (js)
       std::fprintf(js,
                    "%s  {\"impl\": \"flashpp\", \"hdim\": %d, \"seqlen\": %d, \"batch\": %d, \"heads\": %d, "
                    "\"causal\": %s, \"fwd_ms\": %.4f, \"fwd_tflops\": %.2f, \"bwd_ms\": %.4f, \"bwd_tflops\": %.2f, "
-                   "\"bwd_det_ms\": %.4f, \"bwd_det_tflops\": %.2f}",
+                   "\"bwd_det_ms\": %.4f, \"bwd_det_tflops\": %.2f, \"fwd_fa2_ms\": %.4f, \"fwd_fa2_tflops\": %.2f, "
+                   "\"fwd_kernel\": \"%s\"}",
                    first ? "" : ",\n", d, n, b, h, c.causal ? "true" : "false", fwd_ms, fwd_tf, bwd_ms, bwd_tf, det_ms,
-                   det_tf);
+                   det_tf, fa2_ms, fa2_tf, fwd_kernel.c_str());
     first = false;
   }
   if (js) {

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/check.hpp"
+#include "cuda/launch_common.cuh"
 #include "cuda/registry.hpp"
 #include "cuda/sm80/bwd_dq_kernel.cuh"
 #include "cuda/sm80/bwd_kernel.cuh"
@@ -11,28 +12,6 @@
 #include "cuda/sm80/tile_configs.hpp"
 
 namespace flashpp::cuda::sm80 {
-
-template <typename T>
-constexpr ElemType elem_type_of();
-template <>
-constexpr ElemType elem_type_of<__half>() { return ElemType::f16; }
-template <>
-constexpr ElemType elem_type_of<__nv_bfloat16>() { return ElemType::bf16; }
-
-inline unsigned blocks(int n, int per_block) { return unsigned((n + per_block - 1) / per_block); }
-
-// Grids are (row blocks, heads, batch); select() keeps heads and batch under 65536.
-template <typename Kernel, typename... Args>
-void launch_kernel(Kernel kernel, dim3 grid, int threads, std::size_t smem, cudaStream_t stream, const char* what,
-                   const Args&... args) {
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-  // Per launch rather than once: the attribute is per device, and this keeps
-  // concurrent first calls from several threads and devices trivially safe.
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-             "cudaFuncSetAttribute(max dynamic shared memory)");
-  kernel<<<grid, threads, smem, stream>>>(args...);
-  check_launch(what);
-}
 
 template <typename T, int D>
 void launch_fwd(const AttnParams& p, const LaunchArgs& a) {

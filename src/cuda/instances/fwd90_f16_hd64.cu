@@ -1,0 +1,6 @@
+// One kernel instance: Hopper fwd f16 head dim 64 (see instance_list.inc).
+#include "cuda/sm90/launch.cuh"
+
+namespace flashpp::cuda::instances {
+KernelEntry fwd90_f16_hd64() { return sm90::fwd_entry<__half, 64>(); }
+}  // namespace flashpp::cuda::instances

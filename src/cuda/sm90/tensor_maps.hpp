@@ -1,0 +1,27 @@
+#pragma once
+// TMA descriptors (CUtensorMap) of the Hopper forward's Q, K and V, encoded on the
+// host through the driver entry point cuTensorMapEncodeTiled (fetched once through
+// cudaGetDriverEntryPointByVersion, so no link-time dependency on libcuda).
+// Each is a 4-d view (head dim, rows, heads, batch) of the caller's strided tensor
+// with a box of 64 columns x `box_rows` rows and the 128-byte swizzle.
+#include <cuda.h>
+
+#include <string>
+
+#include "common/params.hpp"
+
+namespace flashpp::cuda::sm90 {
+
+struct FwdMaps {
+  CUtensorMap q, k, v;
+};
+
+// Empty when TMA can address these tensors (16-byte aligned base and strides, sizes
+// in range); otherwise the rule that fails. A null base pointer (shape-only
+// queries) skips the alignment check of the pointer.
+std::string tma_problem(const AttnParams& p);
+
+// Throws flashpp::Error (runtime) when the driver rejects a descriptor.
+FwdMaps encode_fwd_maps(const AttnParams& p, int block_m, int block_n);
+
+}  // namespace flashpp::cuda::sm90

@@ -1,0 +1,258 @@
+// Device unit tests of the Hopper PTX wrappers (src/cuda/ptx/{wgmma,mbarrier,tma,
+// warpgroup}.cuh) against host computations: TMA tile loads with the 128-byte
+// swizzle completing on an mbarrier, wgmma SS (both operands K-major) and RS (A from
+// registers, B MN-major through the transpose bit) read through sw128 descriptors,
+// and setmaxnreg with a named-barrier hand-off between warpgroups. Skip unless the
+// GPU is sm_90.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "common/half.hpp"
+#include "cuda/common/element.cuh"
+#include "cuda/ptx/math.cuh"
+#include "cuda/ptx/mbarrier.cuh"
+#include "cuda/ptx/tma.cuh"
+#include "cuda/ptx/warpgroup.cuh"
+#include "cuda/ptx/wgmma.cuh"
+#include "cuda/sm90/tensor_maps.hpp"
+#include "gpu_support.hpp"
+#include "support/seed.hpp"
+
+namespace flashpp::test::gpu {
+namespace {
+
+using namespace flashpp::cuda;
+
+#define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x << ": " << cudaGetErrorString(cudaGetLastError())
+
+bool is_sm90() {
+  if (!gpu_unavailable_reason().empty()) return false;
+  cudaDeviceProp prop;
+  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major == 9;
+}
+
+#define REQUIRE_SM90()                                                       \
+  do {                                                                       \
+    FLASHPP_REQUIRE_GPU();                                                   \
+    if (!is_sm90()) GTEST_SKIP() << "the Hopper PTX tests need an sm_90 GPU"; \
+  } while (0)
+
+// Row-major bf16 matrix (rows x cols) with small integers / 8, exact in bf16 and in
+// fp32 sums, so products compare exactly.
+std::vector<std::uint16_t> exact_matrix(std::mt19937_64& rng, int rows, int cols, std::vector<float>& as_float) {
+  std::uniform_int_distribution<int> u(-8, 8);
+  std::vector<std::uint16_t> m(std::size_t(rows) * cols);
+  as_float.resize(m.size());
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    as_float[i] = float(u(rng)) / 8.f;
+    m[i] = float_to_bf16(as_float[i]);
+  }
+  return m;
+}
+
+// Tensor maps through the kernels' own encoder: "q" is a (rows_a x 64) matrix with
+// box rows_a, "k" a (rows_b x 64) matrix with box rows_b, "v" a (rows_b x cols_v) one.
+sm90::FwdMaps maps_for(const void* a, int rows_a, const void* b, int rows_b, const void* v, int cols_v) {
+  AttnParams p;
+  p.dtype = ElemType::bf16;
+  p.q = a;
+  p.k = b;
+  p.v = v;
+  p.batch = 1;
+  p.heads_q = p.heads_kv = 1;
+  p.head_dim = 64;
+  p.head_dim_v = cols_v;
+  p.seqlen_q = rows_a;
+  p.seqlen_k = rows_b;
+  p.q_row_stride = 64;
+  p.k_row_stride = 64;
+  p.v_row_stride = cols_v;
+  p.q_head_stride = p.q_batch_stride = 64 * rows_a;
+  p.k_head_stride = p.k_batch_stride = 64 * rows_b;
+  p.v_head_stride = p.v_batch_stride = std::int64_t(cols_v) * rows_b;
+  return sm90::encode_fwd_maps(p, rows_a, rows_b);
+}
+
+// ---------------- TMA + mbarrier + wgmma SS ----------------
+// D (64 x 64) = A (64 x 64) * B^T with B stored (64 x 64) row-major (K-major as the
+// B operand): S = Q K^T of the forward. Then D is written row-major as floats.
+__global__ void __launch_bounds__(128) wgmma_ss_kernel(const __grid_constant__ sm90::FwdMaps maps, float* out) {
+#if FLASHPP_SM90_ENABLED
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const std::uint32_t base = (ptx::smem_u32(smem_raw) + 1023u) & ~1023u;
+  const std::uint32_t a_s = base, b_s = base + 64 * 128, bar = base + 2 * 64 * 128;
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(bar, 1);
+    ptx::mbarrier_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_arrive_expect_tx(bar, 2 * 64 * 128);
+    ptx::tma_load_4d(a_s, &maps.q, bar, 0, 0, 0, 0);
+    ptx::tma_load_4d(b_s, &maps.k, bar, 0, 0, 0, 0);
+  }
+  ptx::mbarrier_wait(bar, 0);
+  float d[32];
+  for (int i = 0; i < 32; ++i) d[i] = 0.f;
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const std::uint64_t da = ptx::sw128_desc(a_s + kk * 32, 16, 1024);
+    const std::uint64_t db = ptx::sw128_desc(b_s + kk * 32, 16, 1024);
+    ptx::Wgmma<__nv_bfloat16, 64>::ss<0, 0>(d, da, db, 1);
+  }
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  ptx::fence_registers(d);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int j = 0; j < 8; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int row = warp * 16 + g + 8 * (e / 2), col = 8 * j + 2 * t + (e % 2);
+      out[row * 64 + col] = d[4 * j + e];
+    }
+#endif
+}
+
+TEST(Sm90Ptx, TmaSwizzledLoadAndWgmmaSS) {
+  REQUIRE_SM90();
+  std::mt19937_64 rng = make_rng(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::vector<float> af, bf;
+  const auto a = exact_matrix(rng, 64, 64, af);
+  const auto b = exact_matrix(rng, 64, 64, bf);
+  DeviceBuffer da(a.size() * 2), db(b.size() * 2), dout(64 * 64 * 4);
+  da.upload(a.data(), a.size() * 2);
+  db.upload(b.data(), b.size() * 2);
+  const sm90::FwdMaps maps = maps_for(da.get(), 64, db.get(), 64, db.get(), 64);
+  const int smem = 1024 + 2 * 64 * 128 + 64;
+  CUDA_OK(cudaFuncSetAttribute(wgmma_ss_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  wgmma_ss_kernel<<<1, 128, smem>>>(maps, static_cast<float*>(dout.get()));
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<float> got(64 * 64);
+  dout.download(got.data(), got.size() * 4);
+  int bad = 0;
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 64; ++j) {
+      float ref = 0.f;
+      for (int k = 0; k < 64; ++k) ref += af[i * 64 + k] * bf[j * 64 + k];
+      if (got[i * 64 + j] != ref && bad++ < 5)
+        ADD_FAILURE() << "D[" << i << "][" << j << "] = " << got[i * 64 + j] << ", expected " << ref;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+// ---------------- wgmma RS with a transposed (MN-major) B ----------------
+// O (64 x 128) = P (64 x 64, registers) * V (64 keys x 128 columns, row-major): the
+// forward's O += P V, with V in two 64-column panels (LBO = panel stride).
+__global__ void __launch_bounds__(128) wgmma_rs_kernel(const __grid_constant__ sm90::FwdMaps maps,
+                                                       const float* pmat, float* out) {
+#if FLASHPP_SM90_ENABLED
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const std::uint32_t base = (ptx::smem_u32(smem_raw) + 1023u) & ~1023u;
+  const std::uint32_t v_s = base, bar = base + 2 * 64 * 128;
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(bar, 1);
+    ptx::mbarrier_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_arrive_expect_tx(bar, 2 * 64 * 128);
+    ptx::tma_load_4d(v_s, &maps.v, bar, 0, 0, 0, 0);
+    ptx::tma_load_4d(v_s + 64 * 128, &maps.v, bar, 64, 0, 0, 0);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // A fragments of rows 16 warp + g (+8), the m16n8k16 layout per k-step of 16.
+  std::uint32_t pa[4][4];
+  for (int kk = 0; kk < 4; ++kk) {
+    const int r0 = warp * 16 + g, c0 = kk * 16 + 2 * t;
+    auto at = [&](int r, int c) { return pmat[r * 64 + c]; };
+    pa[kk][0] = Element<__nv_bfloat16>::pack(at(r0, c0), at(r0, c0 + 1));
+    pa[kk][1] = Element<__nv_bfloat16>::pack(at(r0 + 8, c0), at(r0 + 8, c0 + 1));
+    pa[kk][2] = Element<__nv_bfloat16>::pack(at(r0, c0 + 8), at(r0, c0 + 9));
+    pa[kk][3] = Element<__nv_bfloat16>::pack(at(r0 + 8, c0 + 8), at(r0 + 8, c0 + 9));
+  }
+  ptx::mbarrier_wait(bar, 0);
+  float d[64];
+  for (int i = 0; i < 64; ++i) d[i] = 0.f;
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const std::uint64_t db = ptx::sw128_desc(v_s + kk * 16 * 128, 64 * 128, 1024);
+    ptx::Wgmma<__nv_bfloat16, 128>::rs<1>(d, pa[kk], db, 1);
+  }
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  ptx::fence_registers(d);
+  for (int j = 0; j < 16; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int row = warp * 16 + g + 8 * (e / 2), col = 8 * j + 2 * t + (e % 2);
+      out[row * 128 + col] = d[4 * j + e];
+    }
+#endif
+}
+
+TEST(Sm90Ptx, WgmmaRSWithTransposedB) {
+  REQUIRE_SM90();
+  std::mt19937_64 rng = make_rng(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::vector<float> pf, vf;
+  exact_matrix(rng, 64, 64, pf);
+  const auto v = exact_matrix(rng, 64, 128, vf);
+  DeviceBuffer dp(pf.size() * 4), dv(v.size() * 2), dout(64 * 128 * 4);
+  dp.upload(pf.data(), pf.size() * 4);
+  dv.upload(v.data(), v.size() * 2);
+  const sm90::FwdMaps maps = maps_for(dv.get(), 64, dv.get(), 64, dv.get(), 128);
+  const int smem = 1024 + 2 * 64 * 128 + 64;
+  CUDA_OK(cudaFuncSetAttribute(wgmma_rs_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  wgmma_rs_kernel<<<1, 128, smem>>>(maps, static_cast<const float*>(dp.get()), static_cast<float*>(dout.get()));
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<float> got(64 * 128);
+  dout.download(got.data(), got.size() * 4);
+  int bad = 0;
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 128; ++j) {
+      float ref = 0.f;
+      for (int k = 0; k < 64; ++k) ref += pf[i * 64 + k] * vf[k * 128 + j];
+      if (got[i * 128 + j] != ref && bad++ < 5)
+        ADD_FAILURE() << "O[" << i << "][" << j << "] = " << got[i * 128 + j] << ", expected " << ref;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+// ---------------- setmaxnreg + named barriers ----------------
+// Warpgroup 0 gives registers away and publishes a value through shared memory;
+// warpgroup 1 takes registers, waits on the named barrier and reads it.
+__global__ void __launch_bounds__(256, 1) handoff_kernel(int* out) {
+#if FLASHPP_SM90_ENABLED
+  __shared__ int value[128];
+  const int wg = threadIdx.x / 128, i = threadIdx.x % 128;
+  if (wg == 0) {
+    ptx::setmaxnreg_dec<40>();
+    value[i] = 1000 + i;
+    ptx::named_barrier_arrive(3, 256);
+  } else {
+    ptx::setmaxnreg_inc<232>();
+    ptx::named_barrier_sync(3, 256);
+    out[i] = value[127 - i];
+  }
+#endif
+}
+
+TEST(Sm90Ptx, SetmaxnregAndNamedBarrierHandoff) {
+  REQUIRE_SM90();
+  DeviceBuffer dout(128 * 4);
+  dout.fill_byte(0);
+  handoff_kernel<<<1, 256>>>(static_cast<int*>(dout.get()));
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<int> got(128);
+  dout.download(got.data(), got.size() * 4);
+  for (int i = 0; i < 128; ++i) EXPECT_EQ(got[i], 1000 + 127 - i) << i;
+}
+
+}  // namespace
+}  // namespace flashpp::test::gpu
