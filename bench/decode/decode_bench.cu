@@ -6,7 +6,8 @@
 // copies so the L2 (60 MB on an H200) never holds the working set.
 //
 // Prints one JSON object per line (stdout) and a table (stderr):
-//   flashpp_decode_bench [--quick] > ours.jsonl
+//   flashpp_decode_bench [--quick] [--no-sweep] > ours.jsonl
+// --no-sweep skips the forced split counts measured beside each planner pick.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -185,7 +186,11 @@ double copy_bandwidth(void* a, void* b, std::size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false, sweep_splits = true;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--no-sweep") == 0) sweep_splits = false;
+  }
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   Pools pools;
@@ -234,8 +239,11 @@ int main(int argc, char** argv) {
     Result best = r;
     int best_splits = r.splits;
     std::string sweep;
-    if (!c.validate && c.seqlen_q == 1)
-      for (int s : {1, 2, 4, 8, 16, 32, 64, 128}) {
+    // Batch 1 needs many splits, batch >= 16 a few at most.
+    const std::vector<int> counts = c.batch == 1 ? std::vector<int>{4, 8, 12, 16, 24, 32, 48, 64}
+                                                 : std::vector<int>{1, 2, 3, 4, 8};
+    if (sweep_splits && !c.validate && c.seqlen_q == 1)
+      for (int s : counts) {
         if (s == r.splits || s * 128 > c.len) continue;
         Config cs = c;
         cs.num_splits = s;

@@ -70,10 +70,13 @@ class DeviceTensors {
   std::map<const HostTensor*, void*> ptr_;
 };
 
+// Filled with 0xff bytes: the call must not rely on what the workspace held
+// (split partials, arrival counters).
 class DeviceWorkspace {
  public:
   explicit DeviceWorkspace(std::size_t bytes) : bytes_(bytes) {
     if (bytes > 0 && cudaMalloc(&data_, bytes) != cudaSuccess) throw std::bad_alloc();
+    if (bytes > 0) cudaMemset(data_, 0xff, bytes);
   }
   ~DeviceWorkspace() { cudaFree(data_); }
   Workspace get() const { return {data_, bytes_}; }
@@ -206,13 +209,43 @@ TEST(KVCacheCuda, ExplicitSplitCounts) {
   }
 }
 
-// Captured into a CUDA graph (no host sync, no allocation inside), replayed
-// twice: bitwise the same as a direct call.
-TEST(KVCacheCuda, GraphReplayMatchesDirectCall) {
+// Spans longer than the page-id window a block stages in shared memory (page
+// sizes 1 and 3, one split and a few): the window moves along the span.
+TEST(KVCacheCuda, LongSpansSmallPages) {
   REQUIRE_GPU();
-  auto rng = make_rng("KVCacheCuda.GraphReplayMatchesDirectCall");
+  for (int page : {1, 3})
+    for (int splits : {1, 3}) {
+      auto rng = make_rng("KVCacheCuda.LongSpansSmallPages", std::uint64_t(page * 16 + splits));
+      KVCase c;
+      c.label = "long_spans";
+      c.dtype = DType::bf16;
+      c.batch = 2;
+      c.heads_q = 8;
+      c.heads_kv = 2;
+      c.head_dim = c.head_dim_v = 128;
+      c.paged = true;
+      c.page_size = page;
+      c.max_pages = (5000 + page - 1) / page;
+      c.extra_pages = 5;
+      c.seqlen_new = 1;
+      c.causal = true;
+      c.num_splits = splits;
+      for (int b = 0; b < c.batch; ++b)
+        c.cache_lens.push_back(std::uniform_int_distribution<int>(c.capacity() - 400, c.capacity() - 1)(rng));
+      expect_gpu_case(c, rng, page == 3);
+    }
+}
+
+// Captured into a CUDA graph (no host sync, no allocation inside), replayed
+// twice: bitwise the same as a direct call, with the planner's split count and
+// a forced one (the split arrival counters start over on every replay).
+class KVCacheCudaGraph : public testing::TestWithParam<int> {};
+
+TEST_P(KVCacheCudaGraph, ReplayMatchesDirectCall) {
+  REQUIRE_GPU();
+  auto rng = make_rng("KVCacheCuda.GraphReplayMatchesDirectCall", std::uint64_t(GetParam()));
   KVCase c = sample_kv_case(rng, DType::bf16, true);
-  c.num_splits = 0;
+  c.num_splits = GetParam();
   KVTensors t = make_kv_tensors(c, rng);
   SCOPED_TRACE(c.describe());
   DeviceTensors dev(t);
@@ -244,6 +277,9 @@ TEST(KVCacheCuda, GraphReplayMatchesDirectCall) {
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
+
+INSTANTIATE_TEST_SUITE_P(Splits, KVCacheCudaGraph, testing::Values(0, 5),
+                         [](const auto& info) { return "splits" + std::to_string(info.param); });
 
 // Out-of-range device tables with validate_on_device: no crash, the fault is
 // reported through the status words, the bad sequences give zero rows and

@@ -1,5 +1,5 @@
 #pragma once
-// What the decode attention and combine kernels receive (by value, as a
+// What the decode attention kernel receives (by value, as a
 // __grid_constant__ argument), and the kernel entry each instance file
 // provides. Host-visible: no CUDA device code here.
 #include <cuda_runtime.h>
@@ -16,6 +16,9 @@ struct DecodeArgs {
   // part_rows = batch * heads_q * seqlen_q rows, row = (b * heads_q + h) * seqlen_q + i.
   float* o_part = nullptr;    // (num_splits, part_rows, head_dim_v), normalized
   float* lse_part = nullptr;  // (num_splits, part_rows), -inf for a split that saw no key
+  // One arrival counter per (sequence, kv head, row block), zeroed on the
+  // stream before every launch: the last split block to arrive merges.
+  int* split_arrivals = nullptr;
   std::int64_t part_rows = 0;
   int rows_per_kv_head = 0;   // packed query rows sharing a kv head: seqlen_q * gqa_ratio
 };

@@ -10,7 +10,10 @@
 // block_n * head_dim * 2 (K and V) * 2 bytes = 32 KiB at every head dim, and
 // STAGES - 1 stages are in flight per block. With two blocks per SM (head dims
 // up to 128) that is 128 KiB of loads in flight per SM, well above the ~40 KiB
-// an H200 SM needs to cover HBM latency at its share of bandwidth.
+// an H200 SM needs to cover HBM latency at its share of bandwidth. A deeper
+// ring at one block per SM (6 stages) measured slower everywhere
+// (docs/kvcache.md). The page ids of a split's span (page_ids entries) are
+// staged in shared memory beside the ring; two blocks per SM still fit.
 #include <cstddef>
 
 namespace flashpp::cuda::decode {
@@ -25,15 +28,16 @@ struct DecodeTiles {
   int keys_per_warp;  // multiple of 16: one k16 step of the P.V product
   int stages;
   int blocks_per_sm;  // occupancy the launch bounds ask for
+  int page_ids;       // page ids of the key span held in shared memory at once
   constexpr int block_n() const { return keys_per_warp * kWarps; }
 };
 
 constexpr DecodeTiles decode_tiles(int d) {
   switch (d) {
-    case 64: return {64, 32, 3, 2};
-    case 128: return {128, 16, 3, 2};
-    case 256: return {256, 16, 3, 1};
-    default: return {0, 0, 0, 0};
+    case 64: return {64, 32, 3, 2, 2048};
+    case 128: return {128, 16, 3, 2, 2048};
+    case 256: return {256, 16, 3, 1, 2048};
+    default: return {0, 0, 0, 0, 0};
   }
 }
 
@@ -62,15 +66,21 @@ constexpr std::size_t smem_bytes(const DecodeTiles& t, int mt) {
   const std::size_t ring = t.stages * stage_bytes(t);
   const std::size_t q = std::size_t(16) * mt * t.head_dim * 2;
   const std::size_t lse = std::size_t(kWarps) * 16 * mt * 4;
-  return (ring > merge_bytes(t, mt) ? ring : merge_bytes(t, mt)) + q + lse;
+  const std::size_t ids = std::size_t(t.page_ids) * 4;
+  return (ring > merge_bytes(t, mt) ? ring : merge_bytes(t, mt)) + q + lse + ids;
 }
 
 constexpr bool decode_row_ok(const DecodeTiles& t) {
   const std::size_t per_sm = 228 * 1024;  // shared memory of one SM, 1 KiB of it reserved per block
-  bool ok = t.keys_per_warp % 16 == 0 && t.head_dim % 32 == 0 && t.stages >= 2;
+  // The page-id window must cover the S - 1 tiles the prologue issues, and the
+  // split partials' LSEs (rows x kMaxSplits floats) reuse the ring when the
+  // last block of a split group merges them.
+  bool ok = t.keys_per_warp % 16 == 0 && t.head_dim % 32 == 0 && t.stages >= 2 &&
+            (t.stages - 1) * t.block_n() <= t.page_ids;
   for (int mt = 1; mt <= max_row_tiles(t.head_dim); ++mt)
     ok = ok && smem_bytes(t, mt) <= kSmemLimit && (smem_bytes(t, mt) + 1024) * t.blocks_per_sm <= per_sm &&
-         merge_bytes(t, mt) <= t.stages * stage_bytes(t);
+         merge_bytes(t, mt) <= t.stages * stage_bytes(t) &&
+         std::size_t(16) * mt * kMaxSplits * 4 <= t.stages * stage_bytes(t);
   return ok;
 }
 

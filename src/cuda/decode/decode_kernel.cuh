@@ -4,11 +4,12 @@
 // the query positions (GQA packing), so each K/V tile crosses HBM once for all
 // of them. K/V tiles stream through a STAGES-deep cp.async ring straight from
 // the cache, contiguous or paged (each 16-byte chunk finds its page through
-// block_table; the page ids of a tile are fetched one iteration ahead so their
-// latency hides behind the math). Each warp owns keys_per_warp keys of every
-// tile with its own online softmax; at the end the warps merge in shared
-// memory and the block writes either the final rows or its split's partial
-// (O, LSE) for the combine kernel.
+// the page ids of the split's span, staged in shared memory up front by one
+// coalesced load, so no tile issue waits on block_table). Each warp owns
+// keys_per_warp keys of every tile with its own online softmax; at the end the
+// warps merge in shared memory and the block writes either the final rows or
+// its split's partial (O, LSE); the last split block of the group to finish
+// merges the partials (split_combine.cuh).
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -26,6 +27,7 @@
 #include "cuda/common/warp_gemm.cuh"
 #include "cuda/decode/decode_args.hpp"
 #include "cuda/decode/decode_config.hpp"
+#include "cuda/decode/split_combine.cuh"
 #include "cuda/decode/validation.cuh"
 #include "cuda/ptx/cp_async.cuh"
 #include "cuda/ptx/math.cuh"
@@ -44,10 +46,12 @@ struct DecodeSmem {
       alignas(128) unsigned char v[kT.stages][KVTile::kBytes];
     } tiles;
     alignas(128) float merge[kWarps][kRows][D + 4];
+    float split_lse[kRows][kMaxSplits];
   };
   Ring ring;
   alignas(128) unsigned char q[QTile::kBytes];
   float warp_lse[kWarps][kRows];
+  std::int32_t page_ids[kT.page_ids];
 };
 
 // Cache slot -> page arithmetic; power-of-two page sizes take shifts.
@@ -64,7 +68,7 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
   using QTile = typename Smem::QTile;
   using KVTile = typename Smem::KVTile;
   constexpr DecodeTiles kT = decode_tiles(D);
-  constexpr int BN = kT.block_n(), KPW = kT.keys_per_warp, S = kT.stages, ROWS = 16 * MT;
+  constexpr int BN = kT.block_n(), KPW = kT.keys_per_warp, S = kT.stages, ROWS = 16 * MT, IDS = kT.page_ids;
   constexpr int NS = KPW / 8, NO = D / 8, CH = D / 8;
   constexpr int kRowStep = kThreads / CH;   // tile rows one pass of the block covers
   constexpr int kSteps = BN / kRowStep;     // passes per tile = rows each thread copies
@@ -128,15 +132,19 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
   const T* v_base = static_cast<const T*>(a.v) + cache_row * a.v_batch_stride + std::int64_t(hk) * a.v_head_stride + chunk * 8;
   const bool k_chunk_ok = chunk * 8 < a.head_dim, v_chunk_ok = chunk * 8 < a.head_dim_v;
 
-  int pages[kSteps];
-  auto fetch_pages = [&](int t) {
-    if (!paged) return;
-    const int n0 = tile0 + t * BN;
-#pragma unroll
-    for (int k = 0; k < kSteps; ++k) {
-      const int j = n0 + row_in + k * kRowStep;
-      pages[k] = (j >= span.lo && j < span.hi) ? table[pm.page(j)] : 0;
-    }
+  // Paged: page ids [id_base, id_base + IDS) of the span sit in sm.page_ids.
+  // The first window covers the S - 1 tiles of the prologue (decode_row_ok);
+  // a span longer than the window (small pages, long splits) reloads it in the
+  // loop, block-wide, when a tile reaches past its end.
+  int id_base = 0, id_end = 0;
+  if (paged && span.lo < span.hi) {
+    id_base = pm.page(span.lo);
+    id_end = pm.page(span.hi - 1) + 1;
+  }
+  auto load_ids = [&](int first) {
+    id_base = first;
+    const int n = min(IDS, id_end - first);
+    for (int i = tid; i < n; i += kThreads) sm.page_ids[i] = table[first + i];
   };
   auto issue = [&](int t, int stage) {
     const int n0 = tile0 + t * BN;
@@ -145,11 +153,15 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
     for (int k = 0; k < kSteps; ++k) {
       const int r = row_in + k * kRowStep, j = n0 + r;
       const bool in = j >= span.lo && j < span.hi;
-      std::int64_t ko, vo;
+      std::int64_t ko = 0, vo = 0;
       if (paged) {
-        const int slot = j - pm.page(j) * pm.size;
-        ko = std::int64_t(pages[k]) * a.k_batch_stride + std::int64_t(slot) * a.k_row_stride;
-        vo = std::int64_t(pages[k]) * a.v_batch_stride + std::int64_t(slot) * a.v_row_stride;
+        if (in) {
+          const int pg = pm.page(j);
+          const std::int64_t page = sm.page_ids[pg - id_base];
+          const int slot = pm.slot(j, pg);
+          ko = page * a.k_batch_stride + std::int64_t(slot) * a.k_row_stride;
+          vo = page * a.v_batch_stride + std::int64_t(slot) * a.v_row_stride;
+        }
       } else {
         ko = std::int64_t(j) * a.k_row_stride;
         vo = std::int64_t(j) * a.v_row_stride;
@@ -159,15 +171,15 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
     }
   };
 
+  if (id_end > 0) {
+    load_ids(id_base);
+    __syncthreads();
+  }
 #pragma unroll
   for (int st = 0; st < S - 1; ++st) {
-    if (st < n_tiles) {
-      fetch_pages(st);
-      issue(st, st);
-    }
+    if (st < n_tiles) issue(st, st);
     ptx::cp_async_commit_group();
   }
-  if (S - 1 < n_tiles) fetch_pages(S - 1);
 
   // Q has landed (only the S - 1 tile groups may still be in flight).
   ptx::cp_async_wait_group<S - 1>();
@@ -225,9 +237,17 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
     // stage the next prefetch overwrites (it held tile it - 1).
     __syncthreads();
     const int next = it + S - 1;
-    if (next < n_tiles) issue(next, next % S);
+    if (next < n_tiles) {
+      // Every thread is past its issues of earlier tiles (the barrier above),
+      // so the window may move.
+      const int last_key = min(tile0 + (next + 1) * BN, span.hi) - 1;
+      if (id_end > 0 && pm.page(last_key) >= id_base + IDS) {
+        load_ids(pm.page(max(tile0 + next * BN, span.lo)));
+        __syncthreads();
+      }
+      issue(next, next % S);
+    }
     ptx::cp_async_commit_group();
-    if (next + 1 < n_tiles) fetch_pages(next + 1);
 
     const int stage = it % S;
     const int kw0 = tile0 + it * BN + warp * KPW;
@@ -322,6 +342,18 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
       if (c == 0) args.lse_part[prow] = lse;
     }
   }
+  if (final_rows) return;
+
+  // ---- split blocks: the last of the group to arrive merges ----
+  // Release: this block's partials are visible device-wide before its arrival
+  // counts; acquire: the merging block sees every split's partials.
+  __threadfence();
+  __syncthreads();
+  bool last = false;
+  if (tid == 0) last = atomicAdd(&args.split_arrivals[blockIdx.x * gridDim.z + blockIdx.z], 1) == p.num_splits - 1;
+  if (!__syncthreads_or(last)) return;
+  __threadfence();
+  merge_split_partials<T, D>(args, b, hk, row0, rows, sm.ring.split_lse);
 }
 
 template <typename T, int D, int MT>

@@ -1,6 +1,7 @@
 // Host side of the CUDA decode path: picks the compiled kernel (dtype, head
-// dim, row tiles), sizes the split-KV workspace, and orders the launches on
-// the caller's stream: clear status -> append -> attention -> combine. No host
+// dim, row tiles), sizes the split-KV workspace, and orders the work on the
+// caller's stream: clear status -> append -> (clear split counters) ->
+// attention, whose last split block per group merges the partials. No host
 // synchronization and no allocation, so the sequence can be graph-captured.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,7 +15,6 @@
 
 #include "cuda/check.hpp"
 #include "cuda/decode/append_kernel.cuh"
-#include "cuda/decode/combine_kernel.cuh"
 #include "cuda/decode/decode_args.hpp"
 #include "cuda/decode/decode_backend.hpp"
 #include "cuda/decode/decode_config.hpp"
@@ -127,10 +127,26 @@ std::int64_t part_rows(const KVCacheParams& p) {
 
 // Blocks per SM the split planner aims for. Measured on an H200 (docs/kvcache.md):
 // one block streaming a contiguous cache already keeps its SM's share of HBM
-// busy (a second one only adds DRAM contention), while paged blocks stall on
-// their block_table loads between tiles and need the second block's loads to
-// cover those gaps.
+// busy (a second one only adds DRAM contention), while a lone paged block
+// streams at about half that rate (with its page ids in registers one tile
+// ahead or staged in shared memory alike) and needs a second block beside it.
 int streaming_blocks_per_sm(const KVCacheParams& p, int fit) { return p.paged() ? std::min(fit, 2) : 1; }
+
+// Split-KV scratch, in this order: partial O, partial LSE, arrival counters.
+struct SplitScratch {
+  std::size_t o_bytes = 0, lse_bytes = 0, counter_bytes = 0;
+  std::size_t total() const { return o_bytes + lse_bytes + counter_bytes; }
+};
+
+SplitScratch split_scratch(const KVCacheParams& p, const Shape& s) {
+  SplitScratch w;
+  if (p.num_splits <= 1) return w;
+  const std::size_t rows = std::size_t(p.num_splits) * std::size_t(part_rows(p));
+  w.o_bytes = align_up(rows * p.attn.head_dim_v * sizeof(float));
+  w.lse_bytes = align_up(rows * sizeof(float));
+  w.counter_bytes = align_up(std::size_t(p.attn.batch) * p.attn.heads_kv * s.row_blocks * sizeof(int));
+  return w;
+}
 
 }  // namespace
 
@@ -155,11 +171,7 @@ int num_splits(const KVCacheParams& p, int device) {
                            kMaxSplits);
 }
 
-std::size_t workspace_bytes(const KVCacheParams& p, int) {
-  if (p.num_splits <= 1) return 0;
-  const std::size_t rows = std::size_t(p.num_splits) * std::size_t(part_rows(p));
-  return align_up(rows * p.attn.head_dim_v * sizeof(float)) + align_up(rows * sizeof(float));
-}
+std::size_t workspace_bytes(const KVCacheParams& p, int) { return split_scratch(p, shape_of(p)).total(); }
 
 void run(const KVCacheParams& p, void* workspace, std::size_t, void* stream_ptr, int device) {
   const auto stream = static_cast<cudaStream_t>(stream_ptr);
@@ -185,21 +197,16 @@ void run(const KVCacheParams& p, void* workspace, std::size_t, void* stream_ptr,
   args.part_rows = part_rows(p);
   args.rows_per_kv_head = s.rows;
   if (p.num_splits > 1) {
-    const std::size_t rows = std::size_t(p.num_splits) * std::size_t(args.part_rows);
-    args.o_part = static_cast<float*>(workspace);
-    args.lse_part = reinterpret_cast<float*>(static_cast<char*>(workspace) + align_up(rows * a.head_dim_v * sizeof(float)));
+    const SplitScratch w = split_scratch(p, s);
+    char* base = static_cast<char*>(workspace);
+    args.o_part = reinterpret_cast<float*>(base);
+    args.lse_part = reinterpret_cast<float*>(base + w.o_bytes);
+    args.split_arrivals = reinterpret_cast<int*>(base + w.o_bytes + w.lse_bytes);
+    check_cuda(cudaMemsetAsync(args.split_arrivals, 0, w.counter_bytes, stream), "clearing the split counters");
   }
   const dim3 grid(unsigned(a.batch) * unsigned(a.heads_kv), unsigned(p.num_splits), unsigned(s.row_blocks));
   kernel_for(p, s).launch(args, grid, stream);
   check_launch("decode attention kernel");
-  if (p.num_splits > 1) {
-    const unsigned blocks = unsigned((args.part_rows + kCombineWarps - 1) / kCombineWarps);
-    if (bf16)
-      combine_kernel<__nv_bfloat16><<<blocks, kCombineWarps * 32, 0, stream>>>(args);
-    else
-      combine_kernel<__half><<<blocks, kCombineWarps * 32, 0, stream>>>(args);
-    check_launch("decode combine kernel");
-  }
 }
 
 void read_status(const std::int32_t* device_status, std::int32_t host[4], void* stream, int device) {
