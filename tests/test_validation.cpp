@@ -172,6 +172,19 @@ TEST(Validation, SizeBeyondInt32) {
   expect_error([&] { f.fwd(); }, ErrorKind::value, "q", {"int32"});
 }
 
+// numel() must neither overflow nor depend on the order of the sizes: an
+// empty view stays empty even when its other sizes multiply past int64.
+TEST(Validation, NumelOfHugeAndEmptyViews) {
+  const std::int64_t big = (std::int64_t(1) << 31) - 1;
+  TensorView empty = TensorView::contiguous(nullptr, DType::f16, {big, big, big, 0});
+  EXPECT_EQ(empty.numel(), 0);
+  TensorView huge;
+  huge.ndim = 4;
+  huge.shape = {big, big, big, 3};
+  EXPECT_EQ(huge.numel(), std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(TensorView::contiguous(nullptr, DType::f16, {2, 3, 4, 5}).numel(), 120);
+}
+
 TEST(Validation, NegativeStride) {
   Fixed f;
   f.k.stride[1] = -f.k.stride[1];

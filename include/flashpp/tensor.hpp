@@ -37,9 +37,19 @@ struct TensorView {
   Device device{};
 
   bool defined() const noexcept { return ndim > 0; }
+  // Number of elements; saturates at INT64_MAX instead of overflowing (a view
+  // with a zero size has none, whatever its other sizes).
   std::int64_t numel() const noexcept {
-    std::int64_t n = ndim > 0 ? 1 : 0;
-    for (int i = 0; i < ndim; ++i) n *= shape[i];
+    if (ndim <= 0) return 0;
+    for (int i = 0; i < ndim; ++i)
+      if (shape[i] == 0) return 0;
+    constexpr std::int64_t kMax = INT64_MAX;
+    std::int64_t n = 1;
+    for (int i = 0; i < ndim; ++i) {
+      if (shape[i] < 0) return 0;
+      if (n > kMax / shape[i]) return kMax;
+      n *= shape[i];
+    }
     return n;
   }
   std::int64_t size(int d) const noexcept { return shape[d < 0 ? d + ndim : d]; }
