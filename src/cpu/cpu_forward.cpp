@@ -61,7 +61,7 @@ void forward_task(const AttnParams& p, const RowBlockTask& t, ForwardScratch& w)
       load_row(p.v, p.dtype, row_offset(p.v_batch_stride, p.v_row_stride, p.v_head_stride, t.batch, row, hk), dv,
                &w.v[std::size_t(c) * dvp]);
     }
-    gemm_abt(w.q.data(), d, rows, w.kt.data(), d, w.s.data());
+    gemm_abt(w.q.data(), d, rows, w.kt.data(), d, w.s.data(), p.dtype == ElemType::f32);
 
     for (int r = 0; r < rows; ++r) {
       float* srow = &w.s[std::size_t(r) * kBlockK];

@@ -28,41 +28,73 @@ inline float madd(float a, float b, float c) {
   return a * b + c;
 #endif
 }
+inline double madd(double a, double b, double c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
 
 // Row length rounded up to whole register blocks (buffers are zero padded).
 inline int padded(int n) { return (n + kCols - 1) / kCols * kCols; }
 
-// C[r][c] = sum_k A[r][k] * Bt[k][c] for r < rows, c < kBlockK (C row stride kBlockK).
-inline void gemm_abt(const float* __restrict A, int lda, int rows, const float* __restrict Bt, int K,
-                     float* __restrict C) {
+// C[r][c] = sum_k A[r][k] * Bt[k][c] for r < rows, c < kBlockK (C row stride kBlockK),
+// accumulated in Acc and rounded to float once at the end.
+template <class Acc>
+inline void gemm_abt_in(const float* __restrict A, int lda, int rows, const float* __restrict Bt, int K,
+                        float* __restrict C) {
   int r = 0;
   for (; r + 1 < rows; r += 2) {  // two rows share each load of Bt
-    float acc0[kBlockK] = {}, acc1[kBlockK] = {};
+    Acc acc0[kBlockK] = {}, acc1[kBlockK] = {};
     const float* a0 = A + std::int64_t(r) * lda;
     const float* a1 = a0 + lda;
     for (int k = 0; k < K; ++k) {
-      const float x0 = a0[k], x1 = a1[k];
+      const Acc x0 = a0[k], x1 = a1[k];
       const float* b = Bt + std::int64_t(k) * kBlockK;
 #pragma omp simd
       for (int c = 0; c < kBlockK; ++c) {
-        acc0[c] = madd(x0, b[c], acc0[c]);
-        acc1[c] = madd(x1, b[c], acc1[c]);
+        acc0[c] = madd(x0, Acc(b[c]), acc0[c]);
+        acc1[c] = madd(x1, Acc(b[c]), acc1[c]);
       }
     }
-    std::memcpy(C + std::int64_t(r) * kBlockK, acc0, sizeof acc0);
-    std::memcpy(C + std::int64_t(r + 1) * kBlockK, acc1, sizeof acc1);
+    float* c0 = C + std::int64_t(r) * kBlockK;
+    float* c1 = c0 + kBlockK;
+#pragma omp simd
+    for (int c = 0; c < kBlockK; ++c) {
+      c0[c] = float(acc0[c]);
+      c1[c] = float(acc1[c]);
+    }
   }
   for (; r < rows; ++r) {
-    float acc[kBlockK] = {};
+    Acc acc[kBlockK] = {};
     const float* a = A + std::int64_t(r) * lda;
     for (int k = 0; k < K; ++k) {
-      const float x = a[k];
+      const Acc x = a[k];
       const float* b = Bt + std::int64_t(k) * kBlockK;
 #pragma omp simd
-      for (int c = 0; c < kBlockK; ++c) acc[c] = madd(x, b[c], acc[c]);
+      for (int c = 0; c < kBlockK; ++c) acc[c] = madd(x, Acc(b[c]), acc[c]);
     }
-    std::memcpy(C + std::int64_t(r) * kBlockK, acc, sizeof acc);
+    float* c0 = C + std::int64_t(r) * kBlockK;
+#pragma omp simd
+    for (int c = 0; c < kBlockK; ++c) c0[c] = float(acc[c]);
   }
+}
+
+// The score-like products S = Q K^T and dP = dO V^T. For fp32 inputs they are
+// accumulated in fp64: a sequential fp32 dot product over head_dim 128..256
+// carries several ulps of error into S, which exp() and the large dP - D of
+// the backward amplify, and a plain fp32 sum would then be no more accurate
+// than an unfused implementation. For 16-bit inputs each product is exact in
+// fp32 and the inputs' own rounding dominates, so fp32 accumulation suffices.
+// The forward and the backward both call this, so the recomputed scores are
+// bit for bit the forward's.
+inline void gemm_abt(const float* __restrict A, int lda, int rows, const float* __restrict Bt, int K,
+                     float* __restrict C, bool wide) {
+  if (wide)
+    gemm_abt_in<double>(A, lda, rows, Bt, K, C);
+  else
+    gemm_abt_in<float>(A, lda, rows, Bt, K, C);
 }
 
 // Y[r][:N] += sum_c P[r][c] * X[c][:N]  (P row stride kBlockK, N multiple of kCols).
