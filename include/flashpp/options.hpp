@@ -19,6 +19,15 @@ struct AttentionOptions {
   float softcap = 0.f;  // > 0: scores become softcap * tanh(scores / softcap)
   // Backward: bitwise-identical gradients from run to run (may be slower).
   bool deterministic = false;
+  // Backward: out and softmax_lse come from a larger key set than k/v, e.g.
+  // one shard of a ring (context parallelism). The backward then uses the FA2
+  // form, P = exp(scale * q.k - LSE) with no renormalization and
+  // D = rowsum(dout * out), so the gradients of the shards add up to those of
+  // the whole attention: dq summed over the shards, dk/dv per shard. The
+  // CUDA backward always works this way; the CPU backward by default derives
+  // D and a per-row normalization from k/v themselves (more accurate when out
+  // and LSE belong to exactly these keys, wrong otherwise).
+  bool partial_keys = false;
 
   // Variable-length batches: q/k/v are (total_tokens, heads, head_dim) and
   // cu_seqlens_* are int32 (batch + 1) prefix sums on the tensors' device.

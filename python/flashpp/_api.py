@@ -28,7 +28,7 @@ def _max_seqlen(given, cu_seqlens, argument):
 
 
 def _options(causal, window, softcap, softmax_scale, deterministic, cu_seqlens_q, cu_seqlens_k,
-             max_seqlen_q, max_seqlen_k, stream):
+             max_seqlen_q, max_seqlen_k, stream, partial_keys=False):
     left, right = _window(window)
     varlen = cu_seqlens_q is not None and cu_seqlens_k is not None
     return _core.Options(
@@ -38,6 +38,7 @@ def _options(causal, window, softcap, softmax_scale, deterministic, cu_seqlens_q
         window_right=right,
         softcap=float(softcap),
         deterministic=bool(deterministic),
+        partial_keys=bool(partial_keys),
         max_seqlen_q=_max_seqlen(max_seqlen_q, cu_seqlens_q, "max_seqlen_q") if varlen else 0,
         max_seqlen_k=_max_seqlen(max_seqlen_k, cu_seqlens_k, "max_seqlen_k") if varlen else 0,
         stream=int(stream),
@@ -107,17 +108,22 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, softmax_sc
 
 def attention_backward(dout, q, k, v, out, lse, *, causal=False, window=(-1, -1), softcap=0.0,
                        softmax_scale=None, deterministic=False, cu_seqlens_q=None, cu_seqlens_k=None,
-                       max_seqlen_q=None, max_seqlen_k=None, dq=None, dk=None, dv=None, stream=None):
+                       max_seqlen_q=None, max_seqlen_k=None, dq=None, dk=None, dv=None, stream=None,
+                       partial_keys=False):
     """Gradients (dq, dk, dv) of attention() for the upstream gradient dout.
 
     out and lse are the forward's results (call attention(..., return_lse=True)),
     and every option must match the forward's. dq/dk/dv have the shapes of
     q/k/v and are allocated like the inputs unless given. deterministic=True
     gives bitwise-identical gradients from run to run.
+
+    partial_keys=True: out and lse come from attention over a larger key set
+    than k/v (one shard of a ring, say); the gradients are then this shard's
+    part of the whole attention's (dq summed over the shards, dk/dv per shard).
     """
     arrays = arrays_for(q, stream)
     opts = _options(causal, window, softcap, softmax_scale, deterministic, cu_seqlens_q, cu_seqlens_k,
-                    max_seqlen_q, max_seqlen_k, arrays.stream(q) if stream is None else stream)
+                    max_seqlen_q, max_seqlen_k, arrays.stream(q) if stream is None else stream, partial_keys)
     grads = []
     for g, x in ((dq, q), (dk, k), (dv, v)):
         shape = _shape(x)

@@ -33,6 +33,7 @@ struct Options {
   std::int64_t window_right = -1;
   float softcap = 0.f;
   bool deterministic = false;
+  bool partial_keys = false;  // backward: out/lse from a larger key set (one ring shard)
   std::int64_t max_seqlen_q = 0;
   std::int64_t max_seqlen_k = 0;
   std::uintptr_t stream = 0;  // cudaStream_t as an integer; 0 = legacy default stream
@@ -47,6 +48,7 @@ AttentionOptions make_options(const Options& o, nb::handle cu_seqlens_q, nb::han
   a.window_right = o.window_right;
   a.softcap = o.softcap;
   a.deterministic = o.deterministic;
+  a.partial_keys = o.partial_keys;
   a.max_seqlen_q = o.max_seqlen_q;
   a.max_seqlen_k = o.max_seqlen_k;
   a.stream = reinterpret_cast<void*>(o.stream);
@@ -138,13 +140,14 @@ NB_MODULE(_core, m) {
       .def(
           "__init__",
           [](Options* self, std::optional<float> softmax_scale, bool causal, std::int64_t window_left,
-             std::int64_t window_right, float softcap, bool deterministic, std::int64_t max_seqlen_q,
-             std::int64_t max_seqlen_k, std::uintptr_t stream) {
-            new (self) Options{softmax_scale, causal,       window_left,  window_right, softcap,
-                               deterministic, max_seqlen_q, max_seqlen_k, stream};
+             std::int64_t window_right, float softcap, bool deterministic, bool partial_keys,
+             std::int64_t max_seqlen_q, std::int64_t max_seqlen_k, std::uintptr_t stream) {
+            new (self) Options{softmax_scale, causal,       window_left,  window_right, softcap, deterministic,
+                               partial_keys,  max_seqlen_q, max_seqlen_k, stream};
           },
           nb::kw_only(), "softmax_scale"_a = nb::none(), "causal"_a = false, "window_left"_a = -1,
-          "window_right"_a = -1, "softcap"_a = 0.f, "deterministic"_a = false, "max_seqlen_q"_a = 0,
+          "window_right"_a = -1, "softcap"_a = 0.f, "deterministic"_a = false, "partial_keys"_a = false,
+          "max_seqlen_q"_a = 0,
           "max_seqlen_k"_a = 0, "stream"_a = 0)
       .def_rw("softmax_scale", &Options::softmax_scale)
       .def_rw("causal", &Options::causal)
@@ -152,6 +155,7 @@ NB_MODULE(_core, m) {
       .def_rw("window_right", &Options::window_right)
       .def_rw("softcap", &Options::softcap)
       .def_rw("deterministic", &Options::deterministic)
+      .def_rw("partial_keys", &Options::partial_keys)
       .def_rw("max_seqlen_q", &Options::max_seqlen_q)
       .def_rw("max_seqlen_k", &Options::max_seqlen_k)
       .def_rw("stream", &Options::stream);

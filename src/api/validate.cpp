@@ -297,6 +297,7 @@ AttnParams make_shape_params(const TensorView& q, const TensorView& k, const Ten
   p.window_left = int(opts.window_left);
   p.window_right = opts.causal ? 0 : int(opts.window_right);
   p.deterministic = opts.deterministic;
+  p.partial_keys = opts.partial_keys;
   return p;
 }
 

@@ -62,6 +62,8 @@ struct AttnParams {
   int window_right = -1;
   bool causal = false;  // informational: window_right == 0 came from causal
   bool deterministic = false;
+  // out/lse belong to a superset of these keys (AttentionOptions::partial_keys).
+  bool partial_keys = false;
 
   ElemType dtype = ElemType::bf16;
 };

@@ -14,6 +14,10 @@
 // The renormalization cancels the rounding of the fp32 LSE: with logits in the
 // hundreds, exp(S - LSE) is off by a common factor 1 + O(ulp(LSE)) per row,
 // which dK = sum_i dS q_i would multiply by the (large) q.
+// With partial_keys (out and LSE of a larger key set, e.g. one ring shard)
+// both choices are wrong, since the sums over these keys alone are not the
+// softmax's: pass 1 then skips the first sweep and takes the FA2 form,
+// D = rowsum(dO * O) from the given out and P = exp(S - LSE) unnormalized.
 // Each gradient element has one owner task, so no atomics and the result is
 // deterministic for any thread count.
 #include <algorithm>
@@ -113,14 +117,17 @@ struct ProbTile {
 
   void recompute(const AttnParams& prm, const SequenceInfo& s, int r0, int rows, std::int64_t j0, int cols,
                  const QueryTile& qt, const KeyTile& kt) {
-    gemm_abt(qt.q.data(), qt.dp, rows, kt.kt.data(), prm.head_dim, p.data());
-    gemm_abt(qt.dout.data(), qt.dvp, rows, kt.vt.data(), prm.head_dim_v, ds.data());  // dP
+    gemm_abt(qt.q.data(), qt.dp, rows, kt.kt.data(), prm.head_dim, p.data(), prm.dtype == ElemType::f32);
+    gemm_abt(qt.dout.data(), qt.dvp, rows, kt.vt.data(), prm.head_dim_v, ds.data(), prm.dtype == ElemType::f32);  // dP
     for (int r = 0; r < rows; ++r) {
       float* prow = &p[std::size_t(r) * kBlockK];
       float* drow = &ds[std::size_t(r) * kBlockK];
       float* trow = &th[std::size_t(r) * kBlockK];
-      const ColRange cr = visible_cols(r0 + r, j0, cols, s.seqlen_q, s.seqlen_k, prm);
+      ColRange cr = visible_cols(r0 + r, j0, cols, s.seqlen_q, s.seqlen_k, prm);
       const float lse = qt.lse[r], nrm = qt.norm[r];
+      // A row whose (possibly larger) key set was empty contributes nothing;
+      // exp(S - (-inf)) must not be formed.
+      if (lse == -std::numeric_limits<float>::infinity()) cr.hi = cr.lo;
       if (prm.softcap > 0.f) {
         for (int c = 0; c < kBlockK; ++c) {
           const float x = prow[c] * prm.scale;
@@ -173,6 +180,21 @@ struct ProbTile {
   }
 };
 
+// FA2's D = rowsum(dO * O) for the tile's rows from the given out (partial_keys
+// only); out_row is scratch for one row of out.
+void dout_dot_out(const AttnParams& p, int b, int h, const SequenceInfo& s, int r0, int rows, QueryTile& qt,
+                  float* out_row) {
+  for (int r = 0; r < rows; ++r) {
+    const std::int64_t row = s.q_row0 + r0 + r;
+    load_row(p.o, p.dtype, row_offset(p.o_batch_stride, p.o_row_stride, p.o_head_stride, b, row, h), p.head_dim_v,
+             out_row);
+    const float* dout = &qt.dout[std::size_t(r) * qt.dvp];
+    float acc = 0.f;
+    for (int c = 0; c < p.head_dim_v; ++c) acc = madd(dout[c], out_row[c], acc);
+    qt.dsum[r] = acc;
+  }
+}
+
 void compute_dkdv(const AttnParams& p, const float* d_sum) {
   const int d = p.head_dim, dv = p.head_dim_v;
   const std::vector<RowBlockTask> tasks = key_block_tasks(p, kBlockK);
@@ -220,7 +242,7 @@ void compute_dq_and_dsum(const AttnParams& p, float* d_sum) {
     QueryTile qt(p);
     KeyTile kt(p);
     ProbTile pt;
-    std::vector<float> dq(std::size_t(kBlockQ) * qt.dp), psum(kBlockQ);
+    std::vector<float> dq(std::size_t(kBlockQ) * qt.dp), psum(kBlockQ), orow(std::size_t(qt.dvp));
     for_each([&](std::size_t i) {
       const RowBlockTask& t = tasks[i];
       const SequenceInfo& s = t.seq;
@@ -230,17 +252,23 @@ void compute_dq_and_dsum(const AttnParams& p, float* d_sum) {
       const VisibleRange keys = block_visible_keys(t.row0, t.row1, s.seqlen_q, s.seqlen_k, p);
       std::fill(qt.dsum.begin(), qt.dsum.end(), 0.f);
       std::fill(qt.norm.begin(), qt.norm.end(), 1.f);
-      std::fill(psum.begin(), psum.end(), 0.f);
-      for (std::int64_t j0 = keys.lo; j0 < keys.hi; j0 += kBlockK) {
-        const int cols = int(std::min<std::int64_t>(kBlockK, keys.hi - j0));
-        kt.load(p, t.batch, hk, s, j0, cols);
-        pt.recompute(p, s, t.row0, rows, j0, cols, qt, kt);
-        pt.accumulate_sums(rows, psum.data(), qt.dsum.data());
+      if (p.partial_keys) {
+        dout_dot_out(p, t.batch, t.head, s, t.row0, rows, qt, orow.data());
+      } else {
+        std::fill(psum.begin(), psum.end(), 0.f);
+        for (std::int64_t j0 = keys.lo; j0 < keys.hi; j0 += kBlockK) {
+          const int cols = int(std::min<std::int64_t>(kBlockK, keys.hi - j0));
+          kt.load(p, t.batch, hk, s, j0, cols);
+          pt.recompute(p, s, t.row0, rows, j0, cols, qt, kt);
+          pt.accumulate_sums(rows, psum.data(), qt.dsum.data());
+        }
+        for (int r = 0; r < rows; ++r) {
+          // psum is 1 up to the LSE's rounding (0 for rows that see no key).
+          qt.norm[r] = psum[r] > 0.f ? 1.f / psum[r] : 1.f;
+          qt.dsum[r] *= qt.norm[r];
+        }
       }
       for (int r = 0; r < rows; ++r) {
-        // psum is 1 up to the LSE's rounding (0 for rows that see no key).
-        qt.norm[r] = psum[r] > 0.f ? 1.f / psum[r] : 1.f;
-        qt.dsum[r] *= qt.norm[r];
         const std::int64_t at = t.head * tq + global_q_row(p, t.batch, s, t.row0 + r);
         d_sum[at] = qt.dsum[r];
         d_sum[std::int64_t(p.heads_q) * tq + at] = qt.norm[r];

@@ -28,7 +28,7 @@ def _last_dim_contiguous(t: Tensor) -> Tensor:
 
 
 def _options(q, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
-             deterministic):
+             deterministic, partial_keys=False):
     return _core.Options(
         softmax_scale=softmax_scale,
         causal=causal,
@@ -36,6 +36,7 @@ def _options(q, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, 
         window_right=window_right,
         softcap=softcap,
         deterministic=deterministic,
+        partial_keys=partial_keys,
         max_seqlen_q=max_seqlen_q,
         max_seqlen_k=max_seqlen_k,
         stream=_arrays.stream(q),
@@ -57,13 +58,14 @@ def run_forward(q, k, v, out, lse, cu_seqlens_q=None, cu_seqlens_k=None, max_seq
 
 def run_backward(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
                  max_seqlen_k=0, *, softmax_scale=None, causal=False, window_left=-1, window_right=-1,
-                 softcap=0.0, deterministic=False):
-    """Runs the backward kernel into dq, dk, dv."""
+                 softcap=0.0, deterministic=False, partial_keys=False):
+    """Runs the backward kernel into dq, dk, dv (partial_keys: out/lse belong
+    to a larger key set than k/v, e.g. one ring shard)."""
     _core.backward(
         _spec(dout, "dout"), _spec(q, "q"), _spec(k, "k"), _spec(v, "v"), _spec(out, "out"), _spec(lse, "lse"),
         _spec(dq, "dq"), _spec(dk, "dk"), _spec(dv, "dv"),
         _options(q, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
-                 deterministic),
+                 deterministic, partial_keys),
         None if cu_seqlens_q is None else _spec(cu_seqlens_q, "cu_seqlens_q"),
         None if cu_seqlens_k is None else _spec(cu_seqlens_k, "cu_seqlens_k"),
         _arrays.allocator(q),
@@ -133,19 +135,21 @@ def bwd(
     window_right: int,
     softcap: float,
     deterministic: bool,
+    partial_keys: bool = False,
 ) -> Tuple[Tensor, Tensor, Tensor]:
-    """(dq, dk, dv) for upstream gradient dout of fwd's out."""
+    """(dq, dk, dv) for upstream gradient dout of fwd's out; partial_keys when
+    out/lse come from a larger key set than k/v (one shard of a ring)."""
     dq, dk, dv = _backward_outputs(q, k, v)
     dout, q, k, v, out = (_last_dim_contiguous(t) for t in (dout, q, k, v, out))
     run_backward(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                  softmax_scale=softmax_scale, causal=causal, window_left=window_left, window_right=window_right,
-                 softcap=softcap, deterministic=deterministic)
+                 softcap=softcap, deterministic=deterministic, partial_keys=partial_keys)
     return dq, dk, dv
 
 
 @bwd.register_fake
 def _bwd_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-              window_left, window_right, softcap, deterministic):
+              window_left, window_right, softcap, deterministic, partial_keys=False):
     return _backward_outputs(q, k, v)
 
 
