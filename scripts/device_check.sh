@@ -4,8 +4,11 @@
 # dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
 # backends; then print a summary table last. Full logs and JSON go to $OUT
 # (default results/device); at most 8 files, so the tool that fetches them gets all.
-#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench profile suite"
-#                         (default: all but suite, which takes minutes of its own)
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench tiles pytest profile suite"
+#                         (default: build test sanitize demo bench profile)
+#   FLASHPP_DEVICE_TUNING=1 builds the Hopper forward's second tile variant
+#                         (FLASHPP_SM90_TUNING); the tiles step tests and times it
+#   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
 #   FLASHPP_SUITE_ARGS    arguments of `python3 -m bench.suite run` (default --quick)
 #   FLASHPP_TEST_REGEX    ctest -R filter for the test step (default: every gpu test)
 #   FLASHPP_BENCH_QUICK=1 one benchmark configuration only
@@ -45,6 +48,7 @@ if has_step build; then
   # Older CMake (< 3.26) has no CUDA20 flags for nvcc; they are plain -std=c++20.
   extra+=(-DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20)
   t0=$(date +%s)
+  [ "${FLASHPP_DEVICE_TUNING:-0}" = 1 ] && extra+=(-DFLASHPP_SM90_TUNING=ON)
   { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPP_CUDA=ON -DFLASHPP_BUILD_TESTS=ON \
       -DFLASHPP_BUILD_BENCH=OFF -DFLASHPP_BUILD_EXAMPLES=ON \
       -DFLASHPP_BUILD_PYTHON=${FLASHPP_DEVICE_PYTHON:-ON} "${extra[@]}" &&
@@ -100,6 +104,42 @@ if has_step bench; then
   note peers "rc $?"
 fi
 
+if has_step tiles; then
+  echo "== Hopper forward, tile variant 1 (tuning build) =="
+  # Correctness first: the forward cases with variant 1, then both variants timed
+  # back to back in this run.
+  FLASHPP_SM90_TILES=1 timeout "$(allow 120)" "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 \
+    >"$out/tiles.log" 2>&1
+  rc=$?
+  note "tiles test" "rc $rc; $(grep -E "PASSED|FAILED" "$out/tiles.log" | head -2 | tr '\n' ' ')"
+  for v in 0 1; do
+    FLASHPP_SM90_TILES=$v timeout "$(allow 100)" "$build/tests/cuda/flashpp_cuda_bench" --grid --fwd-only --reps 10 \
+      --json "$out/tiles$v.json" >>"$out/tiles.log" 2>&1
+    note "tiles $v" "rc $?"
+  done
+  python3 - "$out/tiles0.json" "$out/tiles1.json" <<'PY' | tee -a "$out/summary.txt"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+print("| hdim | N | causal | v0 TF/s | v1 TF/s | v1/v0 |")
+print("|---|---|---|---|---|---|")
+for x, y in zip(a, b):
+    print(f"| {x['hdim']} | {x['seqlen']} | {x['causal']} | {x['fwd_tflops']:.1f} | {y['fwd_tflops']:.1f} | "
+          f"{y['fwd_tflops'] / x['fwd_tflops']:.3f} |")
+PY
+fi
+
+if has_step pytest; then
+  echo "== Python tests (the extension of this build, on the GPU) =="
+  pkg=/tmp/flashpp_py
+  rm -rf "$pkg" && mkdir -p "$pkg" && cp -r python/flashpp "$pkg/" &&
+    cp "$build"/python/_core*.so "$pkg/flashpp/" 2>/dev/null
+  read -r -a pargs <<<"${FLASHPP_PYTEST_ARGS:-tests/python}"
+  PYTHONPATH="$pkg" timeout "$(allow 300)" python3 -m pytest -q -rs "${pargs[@]}" >"$out/pytest.log" 2>&1
+  rc=$?
+  note pytest "rc $rc; $(tail -1 "$out/pytest.log")"
+  tail -15 "$out/pytest.log"
+fi
+
 if has_step profile; then
   echo "== profile (ncu, hdim 128, N 4K) =="
   # One launch of each main kernel with the sections that say where time goes.
@@ -130,3 +170,7 @@ fi
   printf '%s\n' "${summary[@]}"
   [ -f /tmp/flashpp_bench_table.md ] && { echo; cat /tmp/flashpp_bench_table.md; }
 } | tee -a "$out/summary.txt"
+
+# At most 8 files come back: keep the summary and JSON results apart, bundle the logs.
+(cd "$out" && logs=$(ls *.log *.txt 2>/dev/null | grep -v '^summary.txt$') &&
+  [ -n "$logs" ] && tar czf logs.tar.gz $logs && rm -f $logs)

@@ -194,7 +194,9 @@ def cmd_run(args):
     progress.note(f"flashpp bench: preset {preset_name}, seed {seed}, device {args.device}"
                   f"{', DRY RUN' if args.dry_run else ''}; results in {out}")
     pool = Pool(out, args.device, vars(settings), args.dry_run,
-                {f"ours[{f}]": {"FLASHPP_KERNEL_FAMILY": f} for f in families})
+                # The library reads FLASHPP_CUDA_FORWARD_FAMILY (sm80 forces the FA2-class
+                # forward); FLASHPP_KERNEL_FAMILY tells the worker which family to expect.
+                {f"ours[{f}]": {"FLASHPP_KERNEL_FAMILY": f, "FLASHPP_CUDA_FORWARD_FAMILY": f} for f in families})
 
     def stage(name, jobs, presets=()):
         if name in stages:

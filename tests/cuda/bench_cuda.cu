@@ -2,7 +2,8 @@
 // configurations of the reference table in DESIGN.md (bf16, batch * seqlen = 16K,
 // hidden 2048), timed with CUDA events, median of repeated calls after warm-up.
 // FLOPs: forward 4 * B * H * N^2 * d (halved when causal), backward 2.5x forward.
-//   flashpp_cuda_bench [--json PATH] [--reps N] [--quick | --grid]
+//   flashpp_cuda_bench [--json PATH] [--reps N] [--quick | --grid] [--fwd-only]
+// --fwd-only times our default forward alone (the FA2 and backward columns read 0).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -81,12 +82,13 @@ float median_ms(F&& f, int reps) {
 int main(int argc, char** argv) {
   std::string json_path;
   int reps = 10;
-  bool quick = false, grid = false;
+  bool quick = false, grid = false, fwd_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--grid")) grid = true;
+    else if (!std::strcmp(argv[i], "--fwd-only")) fwd_only = true;
   }
   std::vector<Config> configs = {{64, 2048, false},   {64, 16384, false},  {128, 1024, false}, {128, 4096, false},
                                  {128, 16384, false}, {128, 16384, true}, {256, 16384, false}};
@@ -135,21 +137,25 @@ int main(int argc, char** argv) {
     const std::string fwd_kernel = flashpp::select_forward(view(q), view(k), view(v), opts).backend;
     const float fwd_ms = median_ms([&] { flashpp::forward(view(q), view(k), view(v), view(o), lv, opts); }, reps);
     // The FA2-class forward on the same inputs (the fallback family on Hopper).
-    setenv("FLASHPP_CUDA_FORWARD_FAMILY", "sm80", 1);
-    const float fa2_ms = median_ms([&] { flashpp::forward(view(q), view(k), view(v), view(o), lv, opts); }, reps);
-    unsetenv("FLASHPP_CUDA_FORWARD_FAMILY");
+    float fa2_ms = 0.f;
+    if (!fwd_only) {
+      setenv("FLASHPP_CUDA_FORWARD_FAMILY", "sm80", 1);
+      fa2_ms = median_ms([&] { flashpp::forward(view(q), view(k), view(v), view(o), lv, opts); }, reps);
+      unsetenv("FLASHPP_CUDA_FORWARD_FAMILY");
+    }
     // The backward reads this forward's out and LSE.
     flashpp::forward(view(q), view(k), view(v), view(o), lv, opts);
     auto run_bwd = [&](const flashpp::AttentionOptions& o_) {
       flashpp::backward(view(dout), view(q), view(k), view(v), view(o), lv, view(dq), view(dk), view(dv), o_,
                         {ws, ws_bytes});
     };
-    const float bwd_ms = median_ms([&] { run_bwd(opts); }, reps);
-    const float det_ms = grid ? 0.f : median_ms([&] { run_bwd(det); }, std::max(3, reps / 2));
+    const float bwd_ms = fwd_only ? 0.f : median_ms([&] { run_bwd(opts); }, reps);
+    const float det_ms = grid || fwd_only ? 0.f : median_ms([&] { run_bwd(det); }, std::max(3, reps / 2));
     check(cudaGetLastError(), "kernels");
-    const double fwd_tf = fwd_flops / (fwd_ms * 1e-3) / 1e12, bwd_tf = 2.5 * fwd_flops / (bwd_ms * 1e-3) / 1e12;
+    const double fwd_tf = fwd_flops / (fwd_ms * 1e-3) / 1e12;
+    const double bwd_tf = bwd_ms > 0.f ? 2.5 * fwd_flops / (bwd_ms * 1e-3) / 1e12 : 0.0;
     const double det_tf = det_ms > 0.f ? 2.5 * fwd_flops / (det_ms * 1e-3) / 1e12 : 0.0;
-    const double fa2_tf = fwd_flops / (fa2_ms * 1e-3) / 1e12;
+    const double fa2_tf = fa2_ms > 0.f ? fwd_flops / (fa2_ms * 1e-3) / 1e12 : 0.0;
     std::printf("%-6d %-6d %-6s %10.3f %10.1f %10.3f %10.1f %12.1f %12.1f\n", d, n, c.causal ? "yes" : "no", fwd_ms,
                 fwd_tf, bwd_ms, bwd_tf, det_tf, fa2_tf);
     if (js)

@@ -107,13 +107,16 @@ TEST(CudaSelect, NamesTheKernel) {
   const Selection s40 = select_forward(v40, v40, v40);
   EXPECT_TRUE(s40.ok) << s40.reason;
   EXPECT_NE(s40.backend.find("hdim64"), std::string::npos) << s40.backend;
-  // Rows of 36 elements (72 bytes) are not 16-byte multiples: TMA cannot address
-  // them, so the forward falls back to the FA2-class kernel and says why.
-  DeviceBuffer q36(1 * 8 * 1 * 36 * 2);
-  const TensorView v36 = TensorView::contiguous(q36.get(), DType::f16, {1, 8, 1, 36}, Device::cuda(0));
+  // Head dim 36 in rows padded to 40 elements: every stride is a 16-byte multiple
+  // (which all CUDA kernels need), but TMA boxes must cover a multiple of 8 columns,
+  // so the forward falls back to the FA2-class kernel and says why.
+  DeviceBuffer q36(1 * 8 * 1 * 40 * 2);
+  TensorView v36 = TensorView::contiguous(q36.get(), DType::f16, {1, 8, 1, 40}, Device::cuda(0));
+  v36.shape[3] = 36;
   const Selection s36 = select_forward(v36, v36, v36);
   EXPECT_TRUE(s36.ok) << s36.reason;
   EXPECT_EQ(s36.backend.rfind("cuda-sm80 fwd", 0), 0u) << s36.backend;
+  EXPECT_NE(s36.note.find("multiple of 8"), std::string::npos) << s36.note;
   EXPECT_FALSE(s36.note.empty());
 }
 

@@ -38,9 +38,9 @@ inline constexpr int kPingpongBarrier = 1;
 inline constexpr std::uint32_t kConsumerWarps = 4 * kConsumers;
 
 // Byte offsets of the block's shared memory, from a 1024-aligned base.
-template <int D>
+template <int D, int V>
 struct FwdLayout {
-  static constexpr FwdTiles kT = fwd_tiles(D);
+  static constexpr FwdTiles kT = fwd_tiles(D, V);
   static constexpr std::uint32_t q_bytes = std::uint32_t(q_tile_bytes(kT));
   static constexpr std::uint32_t kv_bytes = std::uint32_t(kv_tile_bytes(kT));
   static constexpr std::uint32_t k = q_bytes;
@@ -83,13 +83,14 @@ struct RingPos {
   }
 };
 
-template <typename T, int D>
+// V: the tile variant (fwd_tiles.hpp).
+template <typename T, int D, int V>
 __global__ void __launch_bounds__(kThreads, 1)
     fwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ FwdMaps maps) {
 #if FLASHPP_SM90_ENABLED
-  constexpr FwdTiles kT = fwd_tiles(D);
+  constexpr FwdTiles kT = fwd_tiles(D, V);
   constexpr int BM = kT.block_m, BN = kT.block_n, ST = kT.stages, PANELS = panels(D);
-  using L = FwdLayout<D>;
+  using L = FwdLayout<D, V>;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t base = (ptx::smem_u32(smem_raw) + 1023u) & ~1023u;

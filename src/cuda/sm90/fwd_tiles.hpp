@@ -29,7 +29,36 @@ struct FwdTiles {
   int stages;   // K/V buffers
 };
 
-constexpr FwdTiles fwd_tiles(int d) {
+// Two rows per head dim. Variant 0 (key tile 128, or 3 stages at d=64) is the
+// default; variant 1 widens the key tile to what the register budget allows
+// with 2 stages, which halves the per-tile softmax/barrier overhead on long
+// rows but leaves more of the last wave idle and costs more on short ones.
+// fwd_long_keys_from(d) says from which key length variant 1 runs; it is 0 for
+// head dims where variant 1 was not measured ahead (docs/tuning.md). Tuning
+// builds (-DFLASHPP_SM90_TUNING=ON) compile variant 1 for every head dim and
+// let FLASHPP_SM90_TILES=0/1 force either one.
+inline constexpr int kTileVariants = 2;
+
+constexpr int fwd_long_keys_from(int d) {
+  switch (d) {
+    case 64: return 4096;   // H200: +9..12% from 4K keys on, -6..16% below 2K
+    case 128: return 4096;  // +2..4% from 4K (non-causal), -2..17% below 2K
+    case 256: return 8192;  // +5..8% from 8K; at 4K non-causal still -3%
+    default: return 0;
+  }
+}
+
+constexpr FwdTiles fwd_tiles(int d, int variant = 0) {
+  if (variant == 1) {
+    switch (d) {
+      case 64: return {64, 128, 192, 2};
+      case 96: return {96, 128, 160, 2};
+      case 128: return {128, 128, 176, 2};
+      case 192: return {192, 128, 112, 2};
+      case 256: return {256, 128, 80, 2};
+      default: return {0, 0, 0, 0};
+    }
+  }
   switch (d) {
     case 64: return {64, 128, 128, 3};
     case 96: return {96, 128, 128, 2};
@@ -52,11 +81,15 @@ constexpr std::size_t fwd_smem_bytes(const FwdTiles& t) {
 }
 
 constexpr bool fwd_row_ok(const FwdTiles& t) {
-  return t.block_m == 64 * kConsumers && t.block_n % 16 == 0 && t.block_n <= 256 && t.head_dim % 16 == 0 &&
+  return t.block_m == 64 * kConsumers && t.block_n % 16 == 0 && (t.block_n * 128) % 1024 == 0 && t.block_n <= 256 && t.head_dim % 16 == 0 &&
          t.stages >= 2 && fwd_smem_bytes(t) <= kSmemLimit;
 }
-static_assert(fwd_row_ok(fwd_tiles(64)) && fwd_row_ok(fwd_tiles(96)) && fwd_row_ok(fwd_tiles(128)) &&
-                  fwd_row_ok(fwd_tiles(192)) && fwd_row_ok(fwd_tiles(256)),
-              "every sm90 forward tile row must fit the kernel's rules");
+constexpr bool fwd_table_ok() {
+  for (int v = 0; v < kTileVariants; ++v)
+    for (int d : kHeadDims)
+      if (!fwd_row_ok(fwd_tiles(d, v))) return false;
+  return true;
+}
+static_assert(fwd_table_ok(), "every sm90 forward tile row must fit the kernel's rules");
 
 }  // namespace flashpp::cuda::sm90

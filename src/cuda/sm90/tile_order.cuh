@@ -1,10 +1,19 @@
 #pragma once
 // The order in which a persistent grid takes (query block, head, batch) tiles:
-// block i of the grid takes tiles i, i + gridDim.x, ... Within one (batch, head)
-// the query blocks run from the last to the first: with causal masks the last
-// blocks see the most keys, so the longest tiles start first and the grid ends
-// together; consecutive tiles share a head, so the blocks running at one time read
-// the same K/V and mostly hit in L2.
+// block i of the grid takes tiles i, i + gridDim.x, ... (a static schedule).
+//  - Unmasked attention (every tile the same work): head-major, and inside one
+//    (batch, head) the query blocks from the last to the first. Consecutive tiles
+//    share a head, so the blocks running at one time read the same K/V and mostly
+//    hit in L2.
+//  - Causal or windowed masks (query block m sees about m + 1 key tiles):
+//    block-major, longest first: all heads of the last query block, then all heads
+//    of the one before, ... Head-major would hand one grid block only long tiles
+//    and another only short ones (the grid stride moves the query block by a
+//    fixed step modulo the blocks per head), leaving SMs idle at the end; in this
+//    order every grid block gets an evenly spaced sample of lengths, longest
+//    first, so the grid finishes together. Tiles running together still share
+//    keys: they are the same few query blocks of every head, walking the same
+//    key tiles downwards.
 #include "common/params.hpp"
 
 namespace flashpp::cuda::sm90 {
@@ -16,19 +25,30 @@ struct TileCoord {
 struct TileOrder {
   int m_blocks = 0;  // query blocks per (batch, head)
   int heads = 0;
+  int heads_batch = 0;
   int count = 0;     // tiles in all
+  bool block_major = false;
 
   __host__ __device__ static TileOrder make(const AttnParams& p, int block_m) {
     TileOrder o;
     o.m_blocks = (p.seqlen_q + block_m - 1) / block_m;
     o.heads = p.heads_q;
-    o.count = o.m_blocks * p.heads_q * p.batch;
+    o.heads_batch = p.heads_q * p.batch;
+    o.count = o.m_blocks * o.heads_batch;
+    o.block_major = p.window_left >= 0 || p.window_right >= 0;
     return o;
   }
 
   __device__ __forceinline__ TileCoord at(int tile) const {
-    const int bh = tile / m_blocks;
-    const int m = m_blocks - 1 - (tile - bh * m_blocks);
+    int bh, m;
+    if (block_major) {
+      const int step = tile / heads_batch;
+      bh = tile - step * heads_batch;
+      m = m_blocks - 1 - step;
+    } else {
+      bh = tile / m_blocks;
+      m = m_blocks - 1 - (tile - bh * m_blocks);
+    }
     return {m, bh % heads, bh / heads};
   }
 };
