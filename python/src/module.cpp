@@ -17,6 +17,7 @@
 
 #include "errors.hpp"
 #include "flashpp/flashpp.hpp"
+#include "flashpp/kvcache.hpp"
 #include "tensor_arg.hpp"
 
 namespace nb = nanobind;
@@ -95,6 +96,35 @@ void py_backward(nb::handle dout, nb::handle q, nb::handle k, nb::handle v, nb::
   const Workspace ws = make_workspace(backward_workspace_bytes(tq, tk, tv, opts), alloc, owner);
   nb::gil_scoped_release unlocked;
   backward(tdo, tq, tk, tv, to, tl, tdq, tdk, tdv, opts, ws);
+}
+
+// attention_with_kvcache: k_new/v_new, cache_seqlens, cache_batch_idx,
+// block_table, rotary_cos/sin and lse may be None.
+void py_kvcache(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle k_new, nb::handle v_new,
+                nb::handle cache_seqlens, nb::handle cache_batch_idx, nb::handle block_table, nb::handle rotary_cos,
+                nb::handle rotary_sin, nb::handle out, nb::handle lse, const Options& o, bool rotary_interleaved,
+                int num_splits, nb::handle alloc) {
+  KeepAlive keep;
+  KVCacheArgs a;
+  a.q = to_view(q, "q", keep);
+  a.k_cache = to_view(k_cache, "k_cache", keep);
+  a.v_cache = to_view(v_cache, "v_cache", keep);
+  a.k_new = to_view(k_new, "k", keep);
+  a.v_new = to_view(v_new, "v", keep);
+  a.cache_seqlens = to_view(cache_seqlens, "cache_seqlens", keep);
+  a.cache_batch_idx = to_view(cache_batch_idx, "cache_batch_idx", keep);
+  a.block_table = to_view(block_table, "block_table", keep);
+  a.rotary_cos = to_view(rotary_cos, "rotary_cos", keep);
+  a.rotary_sin = to_view(rotary_sin, "rotary_sin", keep);
+  a.out = to_view(out, "out", keep);
+  a.lse = to_view(lse, "lse", keep);
+  a.rotary_interleaved = rotary_interleaved;
+  a.num_splits = num_splits;
+  const AttentionOptions opts = make_options(o, nb::none(), nb::none(), keep);
+  nb::object owner;
+  const Workspace ws = make_workspace(kvcache_workspace_bytes(a, opts), alloc, owner);
+  nb::gil_scoped_release unlocked;
+  attention_with_kvcache(a, opts, ws);
 }
 
 template <class F>
@@ -200,6 +230,11 @@ NB_MODULE(_core, m) {
         return reinterpret_cast<std::uintptr_t>(to_view(obj, "array", keep).data);
       },
       "array"_a, "Address of the first element of a DLPack or buffer-protocol array.");
+  m.def("kvcache", &py_kvcache, "q"_a.none(), "k_cache"_a.none(), "v_cache"_a.none(), "k_new"_a.none(),
+        "v_new"_a.none(), "cache_seqlens"_a.none(), "cache_batch_idx"_a.none(), "block_table"_a.none(),
+        "rotary_cos"_a.none(), "rotary_sin"_a.none(), "out"_a.none(), "lse"_a.none(), "options"_a,
+        "rotary_interleaved"_a, "num_splits"_a, "alloc"_a.none(),
+        "Attention of q against a (contiguous or paged) KV cache, appending k_new/v_new first.");
   m.def("synchronize_stream", &synchronize_stream, "stream"_a, "device"_a);
   m.def("built_with_cuda", &flashpp::built_with_cuda);
   m.def("version", [] { return std::string(flashpp::version()); });

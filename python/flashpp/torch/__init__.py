@@ -3,7 +3,8 @@
 - Autograd-aware operators torch.ops.flashpp.fwd / bwd (torch.library custom
   ops with fake implementations: torch.compile(fullgraph=True) traces them;
   launched on the current stream; CUDA-graph capturable).
-- The flash_attn functions with their signatures, so
+- The flash_attn functions with their signatures (flash_attn_with_kvcache
+  included: paged caches, append with rotary, split-KV decoding), so
       from flashpp.torch import flash_attn_func, flash_attn_varlen_func
   replaces the same import from flash_attn.
 - flashpp.torch.sdpa: flashpp behind F.scaled_dot_product_attention
@@ -25,6 +26,7 @@ from ._flash_attn import (
     flash_attn_varlen_kvpacked_func,
     flash_attn_varlen_qkvpacked_func,
 )
+from ._kvcache import flash_attn_with_kvcache
 
 sdpa.register()
 
@@ -36,5 +38,6 @@ __all__ = [
     "flash_attn_varlen_func",
     "flash_attn_varlen_qkvpacked_func",
     "flash_attn_varlen_kvpacked_func",
+    "flash_attn_with_kvcache",
     "sdpa",
 ]
