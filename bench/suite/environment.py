@@ -20,6 +20,11 @@ def _run(cmd, cwd=None):
 
 
 def git_state():
+    # A copy of the tree without its own history (e.g. shipped to a remote GPU
+    # machine) names the commit it was made from in FLASHPP_SOURCE_SHA.
+    given = os.environ.get("FLASHPP_SOURCE_SHA", "").strip()
+    if given:
+        return {"sha": given, "dirty": False, "describe": given[:7] + " (FLASHPP_SOURCE_SHA)"}
     sha = _run(["git", "rev-parse", "HEAD"], cwd=REPO)
     dirty = bool(_run(["git", "status", "--porcelain", "--", "src", "include", "python", "bench"], cwd=REPO))
     describe = _run(["git", "describe", "--always", "--dirty"], cwd=REPO)
