@@ -118,7 +118,12 @@ def prefill(doc, out_dir, dtype="bf16"):
                 ax.grid(axis="y", alpha=0.3)
                 ax.set_axisbelow(True)
             axes[0][0].set_ylabel("TFLOP/s")
-            axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+            # Proxy handles: the last panel may lack a backend (e.g. one skipped at that
+            # head dim), and an empty bar container would show the wrong colour.
+            from matplotlib.patches import Patch
+            handles = [Patch(facecolor=colors[b], edgecolor="black" if is_ours(b) else "none", label=b)
+                       for b in backends]
+            axes[0][-1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
             mask = "causal" if causal else "no mask"
             first = subset[0]
             fig.suptitle(f"{titles[pass_name]} speed, {dtype}, {mask} (batch x seqlen = "
