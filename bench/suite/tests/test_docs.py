@@ -19,6 +19,10 @@ def load_doc_script():
     return module
 
 
+HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+
+
+@unittest.skipUnless(HAVE_MATPLOTLIB, "the plots need matplotlib")
 class PerformanceDocTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

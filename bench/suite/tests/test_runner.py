@@ -2,6 +2,7 @@
 every kind are recorded and the run goes on."""
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -60,7 +61,8 @@ class RunnerTest(unittest.TestCase):
         self.assertTrue(doc["meta"]["dry_run"])
         for name in ("prefill.csv", "decode.csv", "memory.csv", "summary.txt", "progress.log"):
             self.assertTrue((self.out / name).exists(), name)
-        self.assertTrue(list((self.out / "plots").glob("prefill_fwd_*.png")))
+        if importlib.util.find_spec("matplotlib") is not None:  # the plots need it
+            self.assertTrue(list((self.out / "plots").glob("prefill_fwd_*.png")))
         self.assertIn("Prefill TFLOP/s", printed.split("flashpp benchmark summary")[-1])
         ours = by_id(doc)[f"ours|{KEY128}"]
         self.assertEqual(ours["check"]["status"], "reference")
