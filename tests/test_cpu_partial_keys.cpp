@@ -139,6 +139,16 @@ AttnCase shard_case(std::mt19937_64& rng, DType dtype) {
 
 constexpr DType kDtypes[] = {DType::f32, DType::f16, DType::bf16};
 
+// Out and LSE merged over the shards, dq summed over them, dk/dv per shard.
+AttnResult sharded_result(const AttnCase& c, AttnTensors& t, std::vector<Shard>& shards) {
+  sharded_forward(c, t, shards);
+  AttnResult ours = collect(t, false);
+  ours.dq = sharded_backward(c, t, shards);
+  ours.dk = t.dk.to_dense();
+  ours.dv = t.dv.to_dense();
+  return ours;
+}
+
 class CpuPartialKeys : public testing::TestWithParam<std::tuple<DType, int>> {};
 
 TEST_P(CpuPartialKeys, ShardedGradientsMatchFullAttention) {
@@ -156,11 +166,7 @@ TEST_P(CpuPartialKeys, ShardedGradientsMatchFullAttention) {
   SCOPED_TRACE(where);
 
   std::vector<Shard> shards = make_shards(c, cuts, true);
-  sharded_forward(c, t, shards);
-  AttnResult ours = collect(t, false);
-  ours.dq = sharded_backward(c, t, shards);
-  ours.dk = t.dk.to_dense();
-  ours.dv = t.dv.to_dense();
+  const AttnResult ours = sharded_result(c, t, shards);
 
   const AttnResult f64 = reference_result(c, t, reference::Precision::f64, true);
   const AttnResult naive = reference_result(c, t, reference::Precision::storage, true);
@@ -188,11 +194,7 @@ TEST(CpuPartialKeysControl, WithoutTheFlagShardsDisagree) {
   c.head_dim = c.head_dim_v = 32;
   AttnTensors t = make_tensors(c, rng, true);
   std::vector<Shard> shards = make_shards(c, {0, 32, 64}, false);
-  sharded_forward(c, t, shards);
-  AttnResult ours = collect(t, false);
-  ours.dq = sharded_backward(c, t, shards);
-  ours.dk = t.dk.to_dense();
-  ours.dv = t.dv.to_dense();
+  const AttnResult ours = sharded_result(c, t, shards);
   const AttnResult f64 = reference_result(c, t, reference::Precision::f64, true);
   const AttnResult naive = reference_result(c, t, reference::Precision::storage, true);
   const std::vector<ToleranceResult> r = check_results(c, ours, f64, naive, true);

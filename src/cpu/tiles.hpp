@@ -21,14 +21,9 @@ inline constexpr int kCols = 64;  // width of one register block
 // with -ffp-contract=off so that every other expression rounds exactly as
 // written: the backward must recompute the forward's scores bit for bit
 // (P = exp(S - LSE) is exactly 1 for a row that sees one key).
-inline float madd(float a, float b, float c) {
-#if defined(__FMA__)
-  return std::fma(a, b, c);
-#else
-  return a * b + c;
-#endif
-}
-inline double madd(double a, double b, double c) {
+// (float for the tiles, double for the fp64-accumulated scores of fp32 inputs).
+template <class T>
+inline T madd(T a, T b, T c) {
 #if defined(__FMA__)
   return std::fma(a, b, c);
 #else
