@@ -4,8 +4,11 @@
 # dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
 # backends; then print a summary table last. Full logs and JSON go to $OUT
 # (default results/device); at most 8 files, so the tool that fetches them gets all.
-#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench tiles pytest profile suite"
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench tiles pytest profile suite decode probe"
 #                         (default: build test sanitize demo bench profile)
+#   FLASHPP_DECODE_ARGS   arguments of the decode step's flashpp_decode_bench (default --quick)
+#   FLASHPP_PROBE         the probe step runs this script (default scripts/device_probe.sh)
+#                         with BUILD, OUT and PYTHONPATH set; its output is probe.txt
 #   FLASHPP_DEVICE_TUNING=1 builds the Hopper forward's second tile variant
 #                         (FLASHPP_SM90_TUNING); the tiles step tests and times it
 #   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
@@ -50,7 +53,7 @@ if has_step build; then
   t0=$(date +%s)
   [ "${FLASHPP_DEVICE_TUNING:-0}" = 1 ] && extra+=(-DFLASHPP_SM90_TUNING=ON)
   { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPP_CUDA=ON -DFLASHPP_BUILD_TESTS=ON \
-      -DFLASHPP_BUILD_BENCH=OFF -DFLASHPP_BUILD_EXAMPLES=ON \
+      -DFLASHPP_BUILD_BENCH=ON -DFLASHPP_BUILD_EXAMPLES=ON \
       -DFLASHPP_BUILD_PYTHON=${FLASHPP_DEVICE_PYTHON:-ON} "${extra[@]}" &&
     cmake --build "$build" -j "$jobs" -- -k 0; } >"$out/build.log" 2>&1
   rc=$?
@@ -160,6 +163,23 @@ if has_step suite; then
     --bundle "$out/suite.tar.gz" >"$out/suite.log" 2>&1
   note suite "rc $?; results in suite.tar.gz"
   tail -30 "$out/suite.log"
+fi
+
+if has_step decode; then
+  echo "== decode benchmark (CUDA graphs) =="
+  read -r -a dargs <<<"${FLASHPP_DECODE_ARGS:---quick}"
+  timeout "$(allow 300)" "$build/bench/decode/flashpp_decode_bench" "${dargs[@]}" >"$out/decode.jsonl" \
+    2> >(tee -a "$out/summary.txt" >&2)
+  note decode "rc $?; decode.jsonl"
+fi
+
+if has_step probe; then
+  echo "== probe =="
+  pkg=/tmp/flashpp_py
+  rm -rf "$pkg" && mkdir -p "$pkg" && cp -r python/flashpp "$pkg/" && cp "$build"/python/_core*.so "$pkg/flashpp/" 2>/dev/null
+  BUILD="$build" OUT="$out" PYTHONPATH="$pkg" timeout "$(allow 400)" bash "${FLASHPP_PROBE:-scripts/device_probe.sh}" \
+    >"$out/probe.txt" 2>&1
+  note probe "rc $?; probe.txt"
 fi
 
 {

@@ -6,8 +6,10 @@
 // copies so the L2 (60 MB on an H200) never holds the working set.
 //
 // Prints one JSON object per line (stdout) and a table (stderr):
-//   flashpp_decode_bench [--quick] [--no-sweep] > ours.jsonl
-// --no-sweep skips the forced split counts measured beside each planner pick.
+//   flashpp_decode_bench [--quick] [--no-sweep] [--only B,LEN,PAGE,SPLITS] > ours.jsonl
+// --no-sweep skips the forced split counts measured beside each planner pick;
+// --only runs one configuration (page 0: contiguous, splits 0: the planner's),
+// e.g. under a profiler.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -187,9 +189,20 @@ double copy_bandwidth(void* a, void* b, std::size_t bytes) {
 
 int main(int argc, char** argv) {
   bool quick = false, sweep_splits = true;
+  Config only{0, 0, 0, 1, 0, false};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--no-sweep") == 0) sweep_splits = false;
+    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      if (std::sscanf(argv[++i], "%d,%d,%d,%d", &only.batch, &only.len, &only.page, &only.num_splits) != 4 ||
+          only.batch < 1 || only.batch > 64 || only.len < 1 || only.len > 65536 || only.page < 0 ||
+          (only.page > 0 && only.page < 16) ||
+          (only.page > 0 && only.len % only.page != 0) || only.num_splits < 0) {
+        std::fprintf(stderr, "--only: expected B,LEN,PAGE,SPLITS with B <= 64, LEN <= 65536, PAGE 0 or >= 16, LEN %% PAGE == 0\n");
+        return 2;
+      }
+      sweep_splits = false;
+    }
   }
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -224,14 +237,17 @@ int main(int argc, char** argv) {
                "us", "TB/s");
 
   std::vector<Config> configs;
+  if (only.batch > 0) configs.push_back(only);
   const std::vector<int> batches = quick ? std::vector<int>{1, 64} : std::vector<int>{1, 16, 64};
   const std::vector<int> lens = quick ? std::vector<int>{16384} : std::vector<int>{4096, 16384, 65536};
-  for (int b : batches)
-    for (int l : lens)
-      for (int page : {0, 16, 64, 256}) configs.push_back({b, l, page, 1, 0, false});
-  configs.push_back({16, 16384, 64, 4, 0, false});  // speculative: 4 query tokens
-  configs.push_back({16, 16384, 64, 1, 0, true});   // device-side validation on
-  configs.push_back({1, 16384, 64, 1, 0, true});
+  if (only.batch == 0) {
+    for (int b : batches)
+      for (int l : lens)
+        for (int page : {0, 16, 64, 256}) configs.push_back({b, l, page, 1, 0, false});
+    configs.push_back({16, 16384, 64, 4, 0, false});  // speculative: 4 query tokens
+    configs.push_back({16, 16384, 64, 1, 0, true});   // device-side validation on
+    configs.push_back({1, 16384, 64, 1, 0, true});
+  }
 
   for (const Config& c : configs) {
     const Result r = run_config(c, pools, ws, ws_bytes, q, out, seqlens, tables, status, stream);

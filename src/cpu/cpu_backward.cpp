@@ -52,7 +52,8 @@ float lse_at(const AttnParams& p, int b, int h, const SequenceInfo& s, std::int6
 // when given.
 struct QueryTile {
   int dp, dvp;
-  std::vector<float> q, dout, lse, dsum, norm;
+  std::vector<float> q, dout, lse;
+  std::vector<double> dsum, norm;  // D and the renormalization factor
   explicit QueryTile(const AttnParams& p)
       : dp(padded(p.head_dim)),
         dvp(padded(p.head_dim_v)),
@@ -60,10 +61,10 @@ struct QueryTile {
         dout(std::size_t(kBlockQ) * dvp),
         lse(kBlockQ),
         dsum(kBlockQ),
-        norm(kBlockQ, 1.f) {}
+        norm(kBlockQ, 1.0) {}
 
   // d_sum: D then the factor, each (heads_q, total_q rows); null = not yet known.
-  void load(const AttnParams& p, const float* d_sum, int b, int h, const SequenceInfo& s, int r0, int rows) {
+  void load(const AttnParams& p, const double* d_sum, int b, int h, const SequenceInfo& s, int r0, int rows) {
     const std::int64_t tq = total_q_rows(p);
     for (int r = 0; r < rows; ++r) {
       const std::int64_t row = s.q_row0 + r0 + r;
@@ -111,20 +112,36 @@ struct KeyTile {
 // where masked (row stride kBlockK); derive_ds turns dP into
 // dS = P * (dP - D) times the softcap derivative and softmax_scale (the
 // derivative of scale * q.k).
+// For fp32 inputs S, dP and the element-wise algebra up to dS stay in fp64
+// (pw, dsw) and only P and dS are rounded, once each, for the fp32 GEMMs: with
+// logits in the tens or hundreds, the fp32 roundings of scale * S, S - LSE and
+// dP - D would each cost more than a naive fp32 implementation loses, and dK =
+// sum_i dS q_i multiplies them by the large q. For 16-bit inputs the inputs'
+// own rounding dominates and the fp32 path (vectorized exp) is kept.
 struct ProbTile {
+  bool wide;
   std::vector<float> p, ds, th;
-  ProbTile() : p(std::size_t(kBlockQ) * kBlockK), ds(std::size_t(kBlockQ) * kBlockK), th(std::size_t(kBlockQ) * kBlockK) {}
+  std::vector<double> pw, dsw, thw;
+  explicit ProbTile(const AttnParams& prm)
+      : wide(prm.dtype == ElemType::f32),
+        p(std::size_t(kBlockQ) * kBlockK),
+        ds(std::size_t(kBlockQ) * kBlockK),
+        th(std::size_t(kBlockQ) * kBlockK),
+        pw(wide ? std::size_t(kBlockQ) * kBlockK : 0),
+        dsw(wide ? std::size_t(kBlockQ) * kBlockK : 0),
+        thw(wide ? std::size_t(kBlockQ) * kBlockK : 0) {}
 
   void recompute(const AttnParams& prm, const SequenceInfo& s, int r0, int rows, std::int64_t j0, int cols,
                  const QueryTile& qt, const KeyTile& kt) {
-    gemm_abt(qt.q.data(), qt.dp, rows, kt.kt.data(), prm.head_dim, p.data(), prm.dtype == ElemType::f32);
-    gemm_abt(qt.dout.data(), qt.dvp, rows, kt.vt.data(), prm.head_dim_v, ds.data(), prm.dtype == ElemType::f32);  // dP
+    if (wide) return recompute_wide(prm, s, r0, rows, j0, cols, qt, kt);
+    gemm_abt(qt.q.data(), qt.dp, rows, kt.kt.data(), prm.head_dim, p.data(), false);
+    gemm_abt(qt.dout.data(), qt.dvp, rows, kt.vt.data(), prm.head_dim_v, ds.data(), false);  // dP
     for (int r = 0; r < rows; ++r) {
       float* prow = &p[std::size_t(r) * kBlockK];
       float* drow = &ds[std::size_t(r) * kBlockK];
       float* trow = &th[std::size_t(r) * kBlockK];
       ColRange cr = visible_cols(r0 + r, j0, cols, s.seqlen_q, s.seqlen_k, prm);
-      const float lse = qt.lse[r], nrm = qt.norm[r];
+      const float lse = qt.lse[r], nrm = float(qt.norm[r]);
       // A row whose (possibly larger) key set was empty contributes nothing;
       // exp(S - (-inf)) must not be formed.
       if (lse == -std::numeric_limits<float>::infinity()) cr.hi = cr.lo;
@@ -151,10 +168,49 @@ struct ProbTile {
     }
   }
 
-  // Row sums of this tile: psum[r] += sum_c P[r][c], dsum[r] += sum_c P[r][c] * dP[r][c].
-  void accumulate_sums(int rows, float* psum, float* dsum) const {
+  void recompute_wide(const AttnParams& prm, const SequenceInfo& s, int r0, int rows, std::int64_t j0, int cols,
+                      const QueryTile& qt, const KeyTile& kt) {
+    gemm_abt_in<double, double>(qt.q.data(), qt.dp, rows, kt.kt.data(), prm.head_dim, pw.data());
+    gemm_abt_in<double, double>(qt.dout.data(), qt.dvp, rows, kt.vt.data(), prm.head_dim_v, dsw.data());  // dP
+    const double scale = prm.scale, cap = prm.softcap;
     for (int r = 0; r < rows; ++r) {
-      float acc = dsum[r], ps = psum[r];
+      double* prow = &pw[std::size_t(r) * kBlockK];
+      double* drow = &dsw[std::size_t(r) * kBlockK];
+      double* trow = &thw[std::size_t(r) * kBlockK];
+      ColRange cr = visible_cols(r0 + r, j0, cols, s.seqlen_q, s.seqlen_k, prm);
+      const double lse = qt.lse[r], nrm = qt.norm[r];
+      if (qt.lse[r] == -std::numeric_limits<float>::infinity()) cr.hi = cr.lo;
+      for (int c = 0; c < kBlockK; ++c) {
+        const bool vis = c >= cr.lo && c < cr.hi;
+        double e = 0, t = 0;
+        if (vis) {
+          const double x = prow[c] * scale;
+          t = cap > 0 ? std::tanh(x / cap) : 0.0;
+          e = std::exp((cap > 0 ? cap * t : x) - lse) * nrm;
+        }
+        prow[c] = e;
+        drow[c] = vis ? drow[c] : 0.0;
+        trow[c] = t;
+        p[std::size_t(r) * kBlockK + c] = float(e);
+      }
+    }
+  }
+
+  // Row sums of this tile: psum[r] += sum_c P[r][c], dsum[r] += sum_c P[r][c] * dP[r][c].
+  void accumulate_sums(int rows, double* psum, double* dsum) const {
+    for (int r = 0; r < rows; ++r) {
+      if (wide) {
+        double acc = dsum[r], ps = psum[r];
+        for (int c = 0; c < kBlockK; ++c) {
+          acc += pw[std::size_t(r) * kBlockK + c] * dsw[std::size_t(r) * kBlockK + c];
+          ps += pw[std::size_t(r) * kBlockK + c];
+        }
+        dsum[r] = acc;
+        psum[r] = ps;
+        continue;
+      }
+      // fp32 sums for 16-bit inputs (each partial rounded to float as it is kept)
+      float acc = float(dsum[r]), ps = float(psum[r]);
       for (int c = 0; c < kBlockK; ++c) {
         acc = madd(p[std::size_t(r) * kBlockK + c], ds[std::size_t(r) * kBlockK + c], acc);
         ps += p[std::size_t(r) * kBlockK + c];
@@ -164,12 +220,27 @@ struct ProbTile {
     }
   }
 
-  void derive_ds(const AttnParams& prm, int rows, const float* dsum) {
+  void derive_ds(const AttnParams& prm, int rows, const double* dsum) {
+    if (wide) {
+      const double scale = prm.scale;
+      for (int r = 0; r < rows; ++r) {
+        const double* prow = &pw[std::size_t(r) * kBlockK];
+        const double* drow = &dsw[std::size_t(r) * kBlockK];
+        const double* trow = &thw[std::size_t(r) * kBlockK];
+        float* out = &ds[std::size_t(r) * kBlockK];
+        const double d = dsum[r];
+        for (int c = 0; c < kBlockK; ++c) {
+          const double g = prm.softcap > 0.f ? 1.0 - trow[c] * trow[c] : 1.0;
+          out[c] = float(prow[c] * (drow[c] - d) * g * scale);
+        }
+      }
+      return;
+    }
     for (int r = 0; r < rows; ++r) {
       float* prow = &p[std::size_t(r) * kBlockK];
       float* drow = &ds[std::size_t(r) * kBlockK];
       const float* trow = &th[std::size_t(r) * kBlockK];
-      const float d = dsum[r];
+      const float d = float(dsum[r]);
       if (prm.softcap > 0.f) {
         for (int c = 0; c < kBlockK; ++c) drow[c] = prow[c] * (drow[c] - d) * (1.f - trow[c] * trow[c]) * prm.scale;
       } else {
@@ -195,13 +266,13 @@ void dout_dot_out(const AttnParams& p, int b, int h, const SequenceInfo& s, int 
   }
 }
 
-void compute_dkdv(const AttnParams& p, const float* d_sum) {
+void compute_dkdv(const AttnParams& p, const double* d_sum) {
   const int d = p.head_dim, dv = p.head_dim_v;
   const std::vector<RowBlockTask> tasks = key_block_tasks(p, kBlockK);
   run_parallel(tasks.size(), [&](auto&& for_each) {
     QueryTile qt(p);
     KeyTile kt(p);
-    ProbTile pt;
+    ProbTile pt(p);
     std::vector<float> dk(std::size_t(kBlockK) * qt.dp), dvv(std::size_t(kBlockK) * qt.dvp);
     for_each([&](std::size_t i) {
       const RowBlockTask& t = tasks[i];
@@ -234,15 +305,16 @@ void compute_dkdv(const AttnParams& p, const float* d_sum) {
   });
 }
 
-void compute_dq_and_dsum(const AttnParams& p, float* d_sum) {
+void compute_dq_and_dsum(const AttnParams& p, double* d_sum) {
   const int d = p.head_dim;
   const std::int64_t tq = total_q_rows(p);
   const std::vector<RowBlockTask> tasks = query_block_tasks(p, kBlockQ);
   run_parallel(tasks.size(), [&](auto&& for_each) {
     QueryTile qt(p);
     KeyTile kt(p);
-    ProbTile pt;
-    std::vector<float> dq(std::size_t(kBlockQ) * qt.dp), psum(kBlockQ), orow(std::size_t(qt.dvp));
+    ProbTile pt(p);
+    std::vector<float> dq(std::size_t(kBlockQ) * qt.dp), orow(std::size_t(qt.dvp));
+    std::vector<double> psum(kBlockQ), dsum(kBlockQ);
     for_each([&](std::size_t i) {
       const RowBlockTask& t = tasks[i];
       const SequenceInfo& s = t.seq;
@@ -250,22 +322,30 @@ void compute_dq_and_dsum(const AttnParams& p, float* d_sum) {
       const int hk = t.head / p.gqa_ratio;
       qt.load(p, nullptr, t.batch, t.head, s, t.row0, rows);
       const VisibleRange keys = block_visible_keys(t.row0, t.row1, s.seqlen_q, s.seqlen_k, p);
-      std::fill(qt.dsum.begin(), qt.dsum.end(), 0.f);
-      std::fill(qt.norm.begin(), qt.norm.end(), 1.f);
+      std::fill(qt.dsum.begin(), qt.dsum.end(), 0.0);
+      std::fill(qt.norm.begin(), qt.norm.end(), 1.0);
       if (p.partial_keys) {
         dout_dot_out(p, t.batch, t.head, s, t.row0, rows, qt, orow.data());
       } else {
-        std::fill(psum.begin(), psum.end(), 0.f);
+        std::fill(psum.begin(), psum.end(), 0.0);
+        std::fill(dsum.begin(), dsum.end(), 0.0);
         for (std::int64_t j0 = keys.lo; j0 < keys.hi; j0 += kBlockK) {
           const int cols = int(std::min<std::int64_t>(kBlockK, keys.hi - j0));
           kt.load(p, t.batch, hk, s, j0, cols);
           pt.recompute(p, s, t.row0, rows, j0, cols, qt, kt);
-          pt.accumulate_sums(rows, psum.data(), qt.dsum.data());
+          pt.accumulate_sums(rows, psum.data(), dsum.data());
         }
         for (int r = 0; r < rows; ++r) {
           // psum is 1 up to the LSE's rounding (0 for rows that see no key).
-          qt.norm[r] = psum[r] > 0.f ? 1.f / psum[r] : 1.f;
-          qt.dsum[r] *= qt.norm[r];
+          // fp32 inputs keep D and the factor in fp64: for a row that sees one
+          // key dP - D must cancel to (nearly) zero, which a rounded D breaks.
+          if (pt.wide) {
+            qt.norm[r] = psum[r] > 0 ? 1.0 / psum[r] : 1.0;
+            qt.dsum[r] = dsum[r] * qt.norm[r];
+          } else {
+            qt.norm[r] = psum[r] > 0 ? 1.f / float(psum[r]) : 1.f;
+            qt.dsum[r] = float(float(dsum[r]) * float(qt.norm[r]));
+          }
         }
       }
       for (int r = 0; r < rows; ++r) {
@@ -294,12 +374,12 @@ void compute_dq_and_dsum(const AttnParams& p, float* d_sum) {
 }  // namespace
 
 std::size_t backward_workspace_bytes(const AttnParams& p) {
-  // D and the renormalization factor per (query head, query row).
-  return 2 * std::size_t(total_q_rows(p)) * std::size_t(p.heads_q) * sizeof(float);
+  // D and the renormalization factor per (query head, query row), in fp64.
+  return 2 * std::size_t(total_q_rows(p)) * std::size_t(p.heads_q) * sizeof(double);
 }
 
 void backward(const AttnParams& p, void* workspace) {
-  float* d_sum = static_cast<float*>(workspace);
+  double* d_sum = static_cast<double*>(workspace);
   compute_dq_and_dsum(p, d_sum);
   compute_dkdv(p, d_sum);
 }

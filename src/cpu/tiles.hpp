@@ -35,10 +35,10 @@ inline T madd(T a, T b, T c) {
 inline int padded(int n) { return (n + kCols - 1) / kCols * kCols; }
 
 // C[r][c] = sum_k A[r][k] * Bt[k][c] for r < rows, c < kBlockK (C row stride kBlockK),
-// accumulated in Acc and rounded to float once at the end.
-template <class Acc>
+// accumulated in Acc and rounded to Out once at the end.
+template <class Acc, class Out = float>
 inline void gemm_abt_in(const float* __restrict A, int lda, int rows, const float* __restrict Bt, int K,
-                        float* __restrict C) {
+                        Out* __restrict C) {
   int r = 0;
   for (; r + 1 < rows; r += 2) {  // two rows share each load of Bt
     Acc acc0[kBlockK] = {}, acc1[kBlockK] = {};
@@ -53,12 +53,12 @@ inline void gemm_abt_in(const float* __restrict A, int lda, int rows, const floa
         acc1[c] = madd(x1, Acc(b[c]), acc1[c]);
       }
     }
-    float* c0 = C + std::int64_t(r) * kBlockK;
-    float* c1 = c0 + kBlockK;
+    Out* c0 = C + std::int64_t(r) * kBlockK;
+    Out* c1 = c0 + kBlockK;
 #pragma omp simd
     for (int c = 0; c < kBlockK; ++c) {
-      c0[c] = float(acc0[c]);
-      c1[c] = float(acc1[c]);
+      c0[c] = Out(acc0[c]);
+      c1[c] = Out(acc1[c]);
     }
   }
   for (; r < rows; ++r) {
@@ -70,9 +70,9 @@ inline void gemm_abt_in(const float* __restrict A, int lda, int rows, const floa
 #pragma omp simd
       for (int c = 0; c < kBlockK; ++c) acc[c] = madd(x, Acc(b[c]), acc[c]);
     }
-    float* c0 = C + std::int64_t(r) * kBlockK;
+    Out* c0 = C + std::int64_t(r) * kBlockK;
 #pragma omp simd
-    for (int c = 0; c < kBlockK; ++c) c0[c] = float(acc[c]);
+    for (int c = 0; c < kBlockK; ++c) c0[c] = Out(acc[c]);
   }
 }
 
@@ -82,8 +82,7 @@ inline void gemm_abt_in(const float* __restrict A, int lda, int rows, const floa
 // the backward amplify, and a plain fp32 sum would then be no more accurate
 // than an unfused implementation. For 16-bit inputs each product is exact in
 // fp32 and the inputs' own rounding dominates, so fp32 accumulation suffices.
-// The forward and the backward both call this, so the recomputed scores are
-// bit for bit the forward's.
+// (The backward keeps fp32 inputs' S in fp64 all the way to P; see ProbTile.)
 inline void gemm_abt(const float* __restrict A, int lda, int rows, const float* __restrict Bt, int K,
                      float* __restrict C, bool wide) {
   if (wide)
