@@ -167,10 +167,18 @@ fi
 
 if has_step decode; then
   echo "== decode benchmark (CUDA graphs) =="
-  read -r -a dargs <<<"${FLASHPP_DECODE_ARGS:---quick}"
+  read -r -a dargs <<<"${FLASHPP_DECODE_ARGS---quick}"
   timeout "$(allow 300)" "$build/bench/decode/flashpp_decode_bench" "${dargs[@]}" >"$out/decode.jsonl" \
     2> >(tee -a "$out/summary.txt" >&2)
   note decode "rc $?; decode.jsonl"
+  # torch SDPA (cuDNN, flash) on the same shapes, same run; merged into decode.json.
+  targs=()
+  [[ " ${dargs[*]} " == *" --quick "* ]] && targs=(--quick)
+  timeout "$(allow 200)" python3 bench/decode/torch_sdpa.py "${targs[@]}" >"$out/decode_torch.jsonl" 2>"$out/decode_torch.log"
+  note "decode sdpa" "rc $?"
+  python3 bench/decode/merge_results.py "$out/decode.jsonl" "$out/decode_torch.jsonl" "$out/decode.json" \
+    "${FLASHPP_SOURCE_SHA:-unknown}" >>"$out/summary.txt" 2>&1
+  rm -f "$out/decode.jsonl" "$out/decode_torch.jsonl"
 fi
 
 if has_step probe; then

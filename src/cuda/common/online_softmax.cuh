@@ -73,6 +73,53 @@ struct OnlineSoftmax {
         sum[mt][hh] = part;
       }
   }
+
+  // update() that skips the rescale of o while no row's max has grown by more
+  // than kLazySlack (log2 domain) past the max its exponents are taken against:
+  // probabilities are then relative to that older max and stay below
+  // 2^kLazySlack, which fp32 sums and 16-bit P hold at full relative precision.
+  // The sum and o share the reference max, so the result is the same softmax.
+  // The test is warp-uniform (any row of the warp over the slack rescales every
+  // row as update() does), so a warp either runs the rescale or skips it whole.
+  // Decode tiles stream K/V with one warp per scheduler, where the rescale's
+  // MT * NO * 4 multiplies per tile are a fifth of the warp's instructions.
+  static constexpr float kLazySlack = 8.f;
+  template <int NS, int NO>
+  __device__ __forceinline__ void update_lazy(float (&s)[MT][NS][4], float (&o)[MT][NO][4]) {
+    float mx[MT][2];
+    bool grow = false;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        float m = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < NS; ++nt) m = fmaxf(m, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
+        mx[mt][hh] = quad_max(m);
+        grow = grow || mx[mt][hh] > max[mt][hh] + kLazySlack;
+      }
+    if (__any_sync(0xffffffffu, grow)) {
+      update(s, o);
+      return;
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        // max stays -inf only while every key so far was masked (s = -inf too).
+        const float base = max[mt][hh] == -INFINITY ? 0.f : max[mt][hh];
+        float part = sum[mt][hh];
+#pragma unroll
+        for (int nt = 0; nt < NS; ++nt) {
+          const float p0 = ptx::ex2_approx(s[mt][nt][2 * hh] - base);
+          const float p1 = ptx::ex2_approx(s[mt][nt][2 * hh + 1] - base);
+          s[mt][nt][2 * hh] = p0;
+          s[mt][nt][2 * hh + 1] = p1;
+          part += p0 + p1;
+        }
+        sum[mt][hh] = part;
+      }
+  }
 };
 
 }  // namespace flashpp::cuda

@@ -146,9 +146,18 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
     const int n = min(IDS, id_end - first);
     for (int i = tid; i < n; i += kThreads) sm.page_ids[i] = table[first + i];
   };
-  auto issue = [&](int t, int stage) {
-    const int n0 = tile0 + t * BN;
-    const std::uint32_t ks = k_s + stage * KVTile::kBytes, vs = v_s + stage * KVTile::kBytes;
+  // Tile issue. A warp spends most of its instructions here (one warp per
+  // scheduler, so each instruction's latency is exposed): full tiles take
+  // one address per tile plus a fixed row step when the tile's slots are
+  // evenly spaced (a contiguous cache, or a page that holds the whole tile),
+  // or a shift-and-mask page lookup per row for power-of-two pages smaller
+  // than a tile. Edge tiles of the span and other page sizes take the
+  // general path, which checks every row.
+  const std::int64_t k_row_step = std::int64_t(kRowStep) * a.k_row_stride;
+  const std::int64_t v_row_step = std::int64_t(kRowStep) * a.v_row_stride;
+  const bool tile_in_page = !paged || p.page_size % BN == 0;
+  const bool pow2_pages = paged && p.page_shift >= 0;
+  auto issue_general = [&](int n0, std::uint32_t ks, std::uint32_t vs) {
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
       const int r = row_in + k * kRowStep, j = n0 + r;
@@ -168,6 +177,48 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
       }
       ptx::cp_async_16(ks + KVTile::offset(r, chunk), in && k_chunk_ok ? k_base + ko : k_base, in && k_chunk_ok);
       ptx::cp_async_16(vs + KVTile::offset(r, chunk), in && v_chunk_ok ? v_base + vo : v_base, in && v_chunk_ok);
+    }
+  };
+  auto issue = [&](int t, int stage) {
+    const int n0 = tile0 + t * BN;
+    const std::uint32_t ks = k_s + stage * KVTile::kBytes, vs = v_s + stage * KVTile::kBytes;
+    const bool full = n0 >= span.lo && n0 + BN <= span.hi;
+    if (full && tile_in_page) {
+      std::int64_t ko, vo;
+      if (paged) {
+        const int pg = pm.page(n0);
+        const std::int64_t page = sm.page_ids[pg - id_base];
+        const int slot = pm.slot(n0, pg) + row_in;
+        ko = page * a.k_batch_stride + std::int64_t(slot) * a.k_row_stride;
+        vo = page * a.v_batch_stride + std::int64_t(slot) * a.v_row_stride;
+      } else {
+        ko = std::int64_t(n0 + row_in) * a.k_row_stride;
+        vo = std::int64_t(n0 + row_in) * a.v_row_stride;
+      }
+      const T* kp = k_base + ko;
+      const T* vp = v_base + vo;
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k) {
+        const int r = row_in + k * kRowStep;
+        ptx::cp_async_16(ks + KVTile::offset(r, chunk), k_chunk_ok ? kp : k_base, k_chunk_ok);
+        ptx::cp_async_16(vs + KVTile::offset(r, chunk), v_chunk_ok ? vp : v_base, v_chunk_ok);
+        kp += k_row_step;
+        vp += v_row_step;
+      }
+    } else if (full && pow2_pages) {
+      const int mask = p.page_size - 1;
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k) {
+        const int r = row_in + k * kRowStep, j = n0 + r;
+        const std::int64_t page = sm.page_ids[(j >> p.page_shift) - id_base];
+        const std::int64_t slot = j & mask;
+        const T* kp = k_base + (page * a.k_batch_stride + slot * a.k_row_stride);
+        const T* vp = v_base + (page * a.v_batch_stride + slot * a.v_row_stride);
+        ptx::cp_async_16(ks + KVTile::offset(r, chunk), k_chunk_ok ? kp : k_base, k_chunk_ok);
+        ptx::cp_async_16(vs + KVTile::offset(r, chunk), v_chunk_ok ? vp : v_base, v_chunk_ok);
+      }
+    } else {
+      issue_general(n0, ks, vs);
     }
   };
 
@@ -267,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
             if (key < rlo[mt][hh] || key >= rhi[mt][hh]) s[mt][nt][e] = -INFINITY;
           }
     }
-    softmax.update(s, o);
+    softmax.update_lazy(s, o);
     std::uint32_t pa[MT][NS / 2][4];
     acc_to_a<T>(pa, s);
     gemm_rs<T, KVTile, Major::km, MT, NO, NS / 2>(o, pa, v_s + stage * KVTile::kBytes, 0, warp * KPW, lane);

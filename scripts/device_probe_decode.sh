@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Decode kernel checks after a change to its main loop (device_check.sh probe
+# step: FLASHPP_PROBE=scripts/device_probe_decode.sh): compute-sanitizer memcheck
+# and racecheck on small decode cases, then the instruction count, duration
+# and DRAM throughput of one launch per shape (ncu).
+set -uo pipefail
+t="$BUILD/tests/kvcache/test_kvcache_cuda"
+dec="$BUILD/bench/decode/flashpp_decode_bench"
+filter='Fixed/KVCacheCudaEdge.*page1_shuffled_bf16:Fixed/KVCacheCudaEdge.*page256_bf16:*KVCacheCuda.DeviceValidationReportsBadTables:PageSizes/KVCacheCudaPages.DecodeShapes/page16_sq4:PageSizes/KVCacheCudaPages.DecodeShapes/page64_sq1:*KVCacheCuda.LongSpansSmallPages:Splits/KVCacheCudaGraph.*:*KVCacheCuda.ExplicitSplitCounts'
+for tool in memcheck racecheck; do
+  echo "=== compute-sanitizer $tool ==="
+  timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$t" --gtest_filter="$filter" --gtest_brief=1 2>&1 | tail -6
+  echo "$tool rc ${PIPESTATUS[0]}"
+done
+echo "=== decode: one launch per shape ==="
+for cfg in 16,4096,0,1 16,4096,64,1 16,4096,16,1 1,16384,0,16 1,16384,64,32 1,4096,0,16; do
+  echo "--- $cfg ---"
+  ncu --clock-control none -k regex:decode_kernel --launch-skip 1 -c 1 --section SpeedOfLight --section InstructionStats \
+    --section SchedulerStats "$dec" --only $cfg 2>&1 |
+    grep -E "^ +(Duration|DRAM Throughput|Executed Instructions |Issued Warp Per Scheduler)|kv_tbps" | sed 's/"sweep".*//'
+done
