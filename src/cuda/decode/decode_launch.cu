@@ -126,11 +126,13 @@ std::int64_t part_rows(const KVCacheParams& p) {
 }
 
 // Blocks per SM the split planner aims for. Measured on an H200 (docs/kvcache.md):
-// one block streaming a contiguous cache already keeps its SM's share of HBM
-// busy (a second one only adds DRAM contention), while a lone paged block
-// streams at about half that rate (with its page ids in registers one tile
-// ahead or staged in shared memory alike) and needs a second block beside it.
-int streaming_blocks_per_sm(const KVCacheParams& p, int fit) { return p.paged() ? std::min(fit, 2) : 1; }
+// with one address per tile (contiguous caches, and pages that hold whole
+// tiles) one block keeps its SM's share of HBM busy and a second only adds
+// splits to merge; pages smaller than a tile cost a page lookup per row, and
+// a lone block of those is issue-bound, so it gets a second block beside it.
+int streaming_blocks_per_sm(const KVCacheParams& p, const Shape& s, int fit) {
+  return p.paged() && p.page_size < s.block_n ? std::min(fit, 2) : 1;
+}
 
 // Split-KV scratch, in this order: partial O, partial LSE, arrival counters.
 struct SplitScratch {
@@ -167,7 +169,7 @@ int num_splits(const KVCacheParams& p, int device) {
   const Shape s = shape_of(p);
   const std::int64_t blocks = std::int64_t(p.attn.batch) * p.attn.heads_kv * s.row_blocks;
   const int tiles = (p.capacity + s.block_n - 1) / s.block_n;  // the lengths are on the device: plan for capacity
-  return choose_num_splits(blocks, tiles, f.sms * streaming_blocks_per_sm(p, prepared_blocks_per_sm(p, s, device)),
+  return choose_num_splits(blocks, tiles, f.sms * streaming_blocks_per_sm(p, s, prepared_blocks_per_sm(p, s, device)),
                            kMaxSplits);
 }
 
