@@ -150,9 +150,8 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
   // scheduler, so each instruction's latency is exposed): full tiles take
   // one address per tile plus a fixed row step when the tile's slots are
   // evenly spaced (a contiguous cache, or a page that holds the whole tile),
-  // or, for power-of-two pages smaller than a tile, one page lookup per page
-  // a thread's rows enter (a shift-and-mask lookup per row for pages smaller
-  // than the row step). Edge tiles of the span and other page sizes take the
+  // or a shift-and-mask page lookup per row for power-of-two pages smaller
+  // than a tile. Edge tiles of the span and other page sizes take the
   // general path, which checks every row.
   const std::int64_t k_row_step = std::int64_t(kRowStep) * a.k_row_stride;
   const std::int64_t v_row_step = std::int64_t(kRowStep) * a.v_row_stride;
@@ -201,27 +200,6 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
 #pragma unroll
       for (int k = 0; k < kSteps; ++k) {
         const int r = row_in + k * kRowStep;
-        ptx::cp_async_16(ks + KVTile::offset(r, chunk), k_chunk_ok ? kp : k_base, k_chunk_ok);
-        ptx::cp_async_16(vs + KVTile::offset(r, chunk), v_chunk_ok ? vp : v_base, v_chunk_ok);
-        kp += k_row_step;
-        vp += v_row_step;
-      }
-    } else if (full && pow2_pages && p.page_size >= kRowStep) {
-      // A thread's rows are kRowStep apart and never straddle a page (pages and
-      // tiles are aligned, row_in < kRowStep <= page_size): one lookup per page
-      // the thread enters, a fixed row step inside it. The test is uniform.
-      const int mask = p.page_size - 1;
-      const T* kp = k_base;
-      const T* vp = v_base;
-#pragma unroll
-      for (int k = 0; k < kSteps; ++k) {
-        const int r = row_in + k * kRowStep, j0 = n0 + k * kRowStep;
-        if ((j0 & mask) == 0) {  // true at k = 0: n0 is a multiple of BN > page_size
-          const std::int64_t page = sm.page_ids[(j0 >> p.page_shift) - id_base];
-          const std::int64_t slot = row_in;
-          kp = k_base + (page * a.k_batch_stride + slot * a.k_row_stride);
-          vp = v_base + (page * a.v_batch_stride + slot * a.v_row_stride);
-        }
         ptx::cp_async_16(ks + KVTile::offset(r, chunk), k_chunk_ok ? kp : k_base, k_chunk_ok);
         ptx::cp_async_16(vs + KVTile::offset(r, chunk), v_chunk_ok ? vp : v_base, v_chunk_ok);
         kp += k_row_step;
