@@ -6,7 +6,7 @@
 //   pass 2: one task per (batch, kv head, key block) accumulates dK and dV over
 //           every query head of its GQA group and every query block that sees it.
 // D equals rowsum(dO * O) in exact arithmetic; it is summed from the
-// recomputed fp32 P and dP rather than from the stored O because O has been
+// recomputed P and dP (fp32, or fp64 for fp32 inputs) rather than from the stored O because O has been
 // rounded to the input dtype, and for rows that see few keys (P nearly
 // one-hot) that rounding dominates dP - D. The extra sweep costs about a
 // quarter of the backward and keeps its error at or below a naive
@@ -230,8 +230,8 @@ struct ProbTile {
         float* out = &ds[std::size_t(r) * kBlockK];
         const double d = dsum[r];
         for (int c = 0; c < kBlockK; ++c) {
-          const double g = prm.softcap > 0.f ? 1.0 - trow[c] * trow[c] : 1.0;
-          out[c] = float(prow[c] * (drow[c] - d) * g * scale);
+          // t = 0 without softcap, so the factor is 1 there
+          out[c] = float(prow[c] * (drow[c] - d) * (1.0 - trow[c] * trow[c]) * scale);
         }
       }
       return;
