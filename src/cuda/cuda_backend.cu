@@ -102,6 +102,7 @@ void backward(const AttnParams& p, void* workspace, std::size_t workspace_bytes,
       check_cuda(cudaMemsetAsync(a.bwd.dq_accum, 0, layout.accum_bytes, a.stream), "cudaMemsetAsync(dQ accumulator)");
   }
   sm80::launch_dot_do_o(p, a.bwd.dsum, rows, a.stream);
+  sm80::launch_short_row_dsum(p, a.bwd.dsum, rows, a.stream);
   main.launch(p, a);
   if (dq != nullptr)
     dq->launch(p, a);

@@ -76,6 +76,40 @@ TEST(CudaBackward, MultiTileCases) {
       }
 }
 
+// Rows that see two or three keys, one dominant, under a large softmax_scale: dS is a
+// small difference there, and D = rowsum(dO * O) from the 16-bit output is off by more
+// than the naive reference's own rounding (about 1 draw in 12 at two keys, by a CPU
+// emulation). The backward takes D from P and dP for such rows; these draws cover
+// fixed length, a narrow sliding window over long rows, and varlen.
+TEST(CudaBackward, FewKeysLargeScale) {
+  FLASHPP_REQUIRE_GPU();
+  int index = 0;
+  for (DType dtype : kGpuDtypes)
+    for (int draw = 0; draw < 24; ++draw) {
+      auto rng = make_rng(std::string("CudaBackward.FewKeys.") + gpu_dtype_name(dtype), std::uint64_t(index++));
+      AttnCase c;
+      c.label = "few_keys_large_scale";
+      c.dtype = dtype;
+      c.batch = 3;
+      c.heads_q = 3;
+      c.heads_kv = draw % 2 ? 1 : 3;
+      c.head_dim = c.head_dim_v = draw % 3 == 0 ? 128 : 192;
+      c.causal = true;
+      c.softmax_scale = 0.88f;
+      if (draw % 4 == 3) {  // two keys per row over rows longer than a tile
+        c.seqlen_q = c.seqlen_k = 150;
+        c.window_left = 1;
+      } else if (draw % 4 == 2) {
+        c.varlen = true;
+        c.seqlens_q = {2, 0, 3};
+        c.seqlens_k = {2, 1, 3};
+      } else {
+        c.seqlen_q = c.seqlen_k = 2 + draw % 2;
+      }
+      expect_gpu_case_matches_reference(on_gpu(c), rng, /*backward=*/true);
+    }
+}
+
 // deterministic = true: two runs give bitwise-identical dq, dk, dv.
 TEST(CudaBackward, DeterministicModeIsBitwiseRepeatable) {
   FLASHPP_REQUIRE_GPU();

@@ -2,6 +2,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/sm80/bwd_prep.cuh"
+#include "cuda/sm80/bwd_short_rows.cuh"
 
 namespace flashpp::cuda::sm80 {
 namespace {
@@ -22,6 +23,23 @@ void launch_dot_do_o(const AttnParams& p, float* dsum, std::int64_t total_rows, 
   else
     dot_do_o_kernel<__nv_bfloat16><<<grid, kDotWarps * 32, 0, stream>>>(p, dsum, total_rows);
   check_launch("backward D = rowsum(dO * O)");
+}
+
+// Without a mask, a fixed-length batch whose rows all see more than kShortRowKeys keys
+// has no short row: the pass is skipped. Otherwise it scans every (row, head) pair;
+// where few are short that is one cheap memory-light pass.
+void launch_short_row_dsum(const AttnParams& p, float* dsum, std::int64_t total_rows, cudaStream_t stream) {
+  if (p.partial_keys) return;  // O covers keys this call does not see: D must come from O
+  const bool masked = p.window_left >= 0 || p.window_right >= 0;
+  if (p.cu_seqlens_q == nullptr && !masked && p.seqlen_k > kShortRowKeys) return;
+  const std::int64_t pairs = total_rows * p.heads_q;
+  if (pairs == 0) return;
+  const unsigned grid = unsigned((pairs + kShortRowThreads - 1) / kShortRowThreads);
+  if (p.dtype == ElemType::f16)
+    short_row_dsum_kernel<__half><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
+  else
+    short_row_dsum_kernel<__nv_bfloat16><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
+  check_launch("backward D of rows with few keys");
 }
 
 void launch_dq_convert(const AttnParams& p, const float* acc, std::int64_t total_rows, int acc_head_dim,
