@@ -6,10 +6,12 @@
 // copies so the L2 (60 MB on an H200) never holds the working set.
 //
 // Prints one JSON object per line (stdout) and a table (stderr):
-//   flashpp_decode_bench [--quick] [--no-sweep] [--only B,LEN,PAGE,SPLITS] > ours.jsonl
+//   flashpp_decode_bench [--quick] [--no-sweep] [--only B,LEN,PAGE,SPLITS] [--clear-counters] > ours.jsonl
 // --no-sweep skips the forced split counts measured beside each planner pick;
 // --only runs one configuration (page 0: contiguous, splits 0: the planner's),
-// e.g. under a profiler.
+// e.g. under a profiler. Calls pass caller-owned split counters, zeroed once,
+// as a serving engine would (KVCacheArgs::split_counters); --clear-counters
+// leaves them to the workspace, cleared by every call (one memset node more).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -36,6 +38,8 @@ namespace {
 
 constexpr int kHeadsQ = 32, kHeadsKV = 8, kDim = 128;
 constexpr std::size_t kRotateBytes = std::size_t(512) << 20;  // keep per-replay traffic well above L2
+constexpr std::int64_t kCounters = 64 * 4 * kHeadsQ;            // batch * seqlen_q * heads_q at most
+std::int32_t* g_counters = nullptr;                            // null: --clear-counters
 
 // Random bf16 in about [-2, 2) from a hash of the index: never zeros in bulk.
 __global__ void fill_random(std::uint16_t* x, std::size_t n, std::uint32_t seed) {
@@ -118,6 +122,7 @@ Result run_config(const Config& c, const Pools& pools, void* ws, std::size_t ws_
       a.v_cache = view(vb, flashpp::DType::bf16, {c.batch, c.len, kHeadsKV, kDim});
     }
     a.num_splits = c.num_splits;
+    if (g_counters != nullptr) a.split_counters = view(g_counters, flashpp::DType::i32, {kCounters});
     if (c.validate) {
       a.validate_on_device = true;
       a.validation_status = view(status, flashpp::DType::i32, {4});
@@ -188,11 +193,12 @@ double copy_bandwidth(void* a, void* b, std::size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, sweep_splits = true;
+  bool quick = false, sweep_splits = true, clear_counters = false;
   Config only{0, 0, 0, 1, 0, false};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--no-sweep") == 0) sweep_splits = false;
+    if (std::strcmp(argv[i], "--clear-counters") == 0) clear_counters = true;
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       if (std::sscanf(argv[++i], "%d,%d,%d,%d", &only.batch, &only.len, &only.page, &only.num_splits) != 4 ||
           only.batch < 1 || only.batch > 64 || only.len < 1 || only.len > 65536 || only.page < 0 ||
@@ -229,6 +235,10 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&ws, ws_bytes));
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  if (!clear_counters) {
+    CHECK(cudaMalloc(&g_counters, kCounters * 4));
+    CHECK(cudaMemset(g_counters, 0, kCounters * 4));
+  }
 
   std::printf("{\"kind\":\"device\",\"gpu\":\"%s\",\"sms\":%d,\"copy_tbps\":%.4f}\n", prop.name,
               prop.multiProcessorCount, copy_tbps);
@@ -274,9 +284,9 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"kind\":\"flashpp\",\"batch\":%d,\"cache_len\":%d,\"page_size\":%d,\"seqlen_q\":%d,\"validate\":%s,"
         "\"splits\":%d,\"us\":%.3f,\"kv_tbps\":%.4f,\"pct_copy_4_27\":%.1f,\"best_splits\":%d,\"best_tbps\":%.4f,"
-        "\"sweep\":[%s]}\n",
+        "\"counters\":\"%s\",\"sweep\":[%s]}\n",
         c.batch, c.len, c.page, c.seqlen_q, c.validate ? "true" : "false", r.splits, r.us, r.tbps, 100 * r.tbps / 4.27,
-        best_splits, best.tbps, sweep.c_str());
+        best_splits, best.tbps, clear_counters ? "cleared" : "caller", sweep.c_str());
     std::fflush(stdout);
     std::fprintf(stderr, "%5d %6d %5d %3d %6d | %9.2f %7.3f | %d -> %.3f\n", c.batch, c.len, c.page, c.seqlen_q,
                  r.splits, r.us, r.tbps, best_splits, best.tbps);

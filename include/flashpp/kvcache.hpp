@@ -64,6 +64,14 @@ struct KVCacheArgs {
   // clears first. Read it with check_kvcache_status() once the stream is done.
   bool validate_on_device = false;
   TensorView validation_status;
+  // Optional int32 (n,) with n >= batch * heads_q * seqlen_q, on q's device:
+  // the arrival counters of the split merge, owned by the caller. Zero-fill it
+  // once before its first use; every call leaves it zero-filled again, so a
+  // call given it skips clearing its counters (one memset node less per decode
+  // step in a CUDA graph). Without it the counters live in the workspace and
+  // are cleared by each call. One call at a time per buffer (calls on one
+  // stream are fine; concurrent streams need a buffer each). Ignored on the CPU.
+  TensorView split_counters;
 };
 
 // Scratch bytes attention_with_kvcache needs (split-KV partial results).

@@ -303,6 +303,17 @@ KVCacheParams make_kvcache_params(const KVCacheArgs& args, const AttentionOption
     if (st.stride[0] != 1) fail(ErrorKind::value, "validation_status", "must be contiguous");
     p.validation_status = static_cast<std::int32_t*>(st.data);
   }
+  if (args.split_counters.defined()) {
+    const TensorView& sc = args.split_counters;
+    check_tensor("split_counters", sc, 1, dev, false);
+    check_dtype("split_counters", sc, DType::i32, "");
+    if (sc.shape[0] > 1 && sc.stride[0] != 1) fail(ErrorKind::value, "split_counters", "must be contiguous");
+    const std::int64_t need = std::int64_t(batch) * hq * sq;
+    if (sc.shape[0] < need)
+      fail(ErrorKind::value, "split_counters",
+           "needs at least batch * heads_q * seqlen_q = " + n(need) + " entries, got " + n(sc.shape[0]));
+    p.split_counters = static_cast<std::int32_t*>(sc.data);
+  }
 
   // ---- outputs ----
   if (need_outputs) {

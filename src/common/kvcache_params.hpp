@@ -60,6 +60,9 @@ struct KVCacheParams {
   int num_splits = 1;  // resolved, >= 1
   bool validate_on_device = false;
   std::int32_t* validation_status = nullptr;  // 4 words on the tensors' device
+  // Caller-owned split-merge counters, zero before the call and left zero by it
+  // (KVCacheArgs::split_counters); null: counters in the workspace, cleared per call.
+  std::int32_t* split_counters = nullptr;
 
   FLASHPP_HD bool paged() const { return block_table != nullptr; }
 };

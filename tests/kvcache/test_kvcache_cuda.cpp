@@ -90,7 +90,8 @@ const char* short_name(DType t) { return t == DType::f16 ? "fp16" : "bf16"; }
 
 // One case on the GPU (optionally with device validation), checked against
 // the reference, and against the CPU backend on an identical copy.
-void expect_gpu_case(const KVCase& c, std::mt19937_64& rng, bool validate) {
+// counters: caller-owned split counters (KVCacheArgs::split_counters), or null.
+void expect_gpu_case(const KVCase& c, std::mt19937_64& rng, bool validate, const TensorView* counters = nullptr) {
   std::mt19937_64 rng_cpu = rng;
   KVTensors t = make_kv_tensors(c, rng);
   KVTensors tc = make_kv_tensors(c, rng_cpu);
@@ -103,6 +104,7 @@ void expect_gpu_case(const KVCase& c, std::mt19937_64& rng, bool validate) {
     a.validate_on_device = true;
     a.validation_status = dev.view(t.status);
   }
+  if (counters != nullptr) a.split_counters = *counters;
   const AttentionOptions o = c.options();
   const Selection sel = select_kvcache(a, o);
   ASSERT_TRUE(sel.ok) << sel.reason;
@@ -209,6 +211,28 @@ TEST(KVCacheCuda, ExplicitSplitCounts) {
   }
 }
 
+// Caller-owned split counters, zeroed once and shared by calls of different
+// shapes and split counts: every call is right, and leaves them all zero.
+TEST(KVCacheCuda, CallerOwnedSplitCounters) {
+  REQUIRE_GPU();
+  constexpr std::int64_t kCounters = 1 << 16;
+  std::int32_t* counters = nullptr;
+  CUDA_OK(cudaMalloc(&counters, kCounters * 4));
+  CUDA_OK(cudaMemset(counters, 0, kCounters * 4));
+  const TensorView view = TensorView::contiguous(counters, DType::i32, {kCounters}, Device::cuda(0));
+  for (int round = 0; round < 6; ++round) {
+    auto rng = make_rng("KVCacheCuda.CallerOwnedSplitCounters", std::uint64_t(round));
+    KVCase c = sample_kv_case(rng, round % 2 ? DType::f16 : DType::bf16, true);
+    c.num_splits = round % 3 == 0 ? 0 : round % 3 == 1 ? 3 : 11;
+    ASSERT_LE(std::int64_t(c.batch) * c.heads_q * c.seqlen_q, kCounters);
+    expect_gpu_case(c, rng, round == 4, &view);
+    std::vector<std::int32_t> host(kCounters);
+    CUDA_OK(cudaMemcpy(host.data(), counters, kCounters * 4, cudaMemcpyDeviceToHost));
+    for (std::int64_t i = 0; i < kCounters; ++i) ASSERT_EQ(host[std::size_t(i)], 0) << "counter " << i << " after round " << round;
+  }
+  cudaFree(counters);
+}
+
 // Spans longer than the page-id window a block stages in shared memory (page
 // sizes 1 and 3, one split and a few): the window moves along the span.
 TEST(KVCacheCuda, LongSpansSmallPages) {
@@ -237,8 +261,9 @@ TEST(KVCacheCuda, LongSpansSmallPages) {
 }
 
 // Captured into a CUDA graph (no host sync, no allocation inside), replayed
-// twice: bitwise the same as a direct call, with the planner's split count and
-// a forced one (the split arrival counters start over on every replay).
+// three times: bitwise the same as a direct call, with the planner's split count
+// and forced ones (the split arrival counters start over on every replay; split
+// count 7 uses caller-owned counters, which the calls leave zero).
 class KVCacheCudaGraph : public testing::TestWithParam<int> {};
 
 TEST_P(KVCacheCudaGraph, ReplayMatchesDirectCall) {
@@ -249,7 +274,14 @@ TEST_P(KVCacheCudaGraph, ReplayMatchesDirectCall) {
   KVTensors t = make_kv_tensors(c, rng);
   SCOPED_TRACE(c.describe());
   DeviceTensors dev(t);
-  const KVCacheArgs a = dev.args(c);
+  KVCacheArgs a = dev.args(c);
+  std::int32_t* counters = nullptr;  // odd split parameters: caller-owned counters
+  if (GetParam() % 2 == 1) {
+    const std::int64_t n = std::int64_t(c.batch) * c.heads_q * c.seqlen_q;
+    CUDA_OK(cudaMalloc(&counters, std::size_t(n) * 4));
+    CUDA_OK(cudaMemset(counters, 0, std::size_t(n) * 4));
+    a.split_counters = TensorView::contiguous(counters, DType::i32, {n}, Device::cuda(0));
+  }
   AttentionOptions o = c.options();
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -267,7 +299,7 @@ TEST_P(KVCacheCudaGraph, ReplayMatchesDirectCall) {
   cudaGraphExec_t exec;
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   CUDA_OK(cudaMemset(dev.ptr(t.out), 0xff, t.out.storage_bytes()));
-  for (int i = 0; i < 2; ++i) CUDA_OK(cudaGraphLaunch(exec, stream));
+  for (int i = 0; i < 3; ++i) CUDA_OK(cudaGraphLaunch(exec, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   dev.download();
   const std::vector<double> replayed = t.out.to_dense();
@@ -276,9 +308,10 @@ TEST_P(KVCacheCudaGraph, ReplayMatchesDirectCall) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+  cudaFree(counters);
 }
 
-INSTANTIATE_TEST_SUITE_P(Splits, KVCacheCudaGraph, testing::Values(0, 5),
+INSTANTIATE_TEST_SUITE_P(Splits, KVCacheCudaGraph, testing::Values(0, 5, 7),
                          [](const auto& info) { return "splits" + std::to_string(info.param); });
 
 // Out-of-range device tables with validate_on_device: no crash, the fault is

@@ -66,6 +66,11 @@ TEST(KVCacheValidation, ValidArgumentsRun) {
     auto rng = make_rng("KVCacheValidation.ValidArgumentsRun." + c.label);
     KVTensors t = make_kv_tensors(c, rng);
     EXPECT_NO_THROW(attention_with_kvcache(kv_host_args(c, t), c.options())) << c.describe();
+    // Split counters are accepted (and unused) on the CPU.
+    HostTensor counters(DType::i32, {std::int64_t(c.batch) * c.heads_q * c.seqlen_q});
+    KVCacheArgs a = kv_host_args(c, t);
+    a.split_counters = counters.view();
+    EXPECT_NO_THROW(attention_with_kvcache(a, c.options())) << c.describe();
   }
 }
 
@@ -129,6 +134,10 @@ TEST(KVCacheValidation, OptionsAndSplits) {
     a.validate_on_device = true;
     a.validation_status = t.cache_seqlens.view();
   });
+  expect_rejected(paged_case(), "split_counters", [](KVCacheArgs& a, KVTensors& t) {
+    a.split_counters = t.cache_seqlens.view();  // 2 entries, needs batch * heads_q * seqlen_q = 16
+  });
+  expect_rejected(paged_case(), "split_counters", [](KVCacheArgs& a, KVTensors& t) { a.split_counters = t.lse.view(); });
   const HostTensor cu = make_cu_seqlens({1, 1});
   AttentionOptions varlen;
   varlen.causal = true;

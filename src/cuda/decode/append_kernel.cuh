@@ -10,12 +10,17 @@
 #include "common/rotary.hpp"
 #include "cuda/common/element.cuh"
 #include "cuda/decode/validation.cuh"
+#include "cuda/ptx/grid_dependency.cuh"
 
 namespace flashpp::cuda::decode {
 
 template <typename T>
 __global__ void __launch_bounds__(128) append_kernel(const __grid_constant__ KVCacheParams p) {
   const int b = blockIdx.x / p.seqlen_new, j = blockIdx.x % p.seqlen_new;
+  // A programmatic dependent (sm90): the tokens may come from the kernel before;
+  // the attention kernel after it may be scheduled at once and waits for this grid.
+  ptx::wait_prior_grids();
+  ptx::allow_dependent_launch();
   if (p.validate_on_device && !sequence_valid(p, b)) return;
   const AttnParams& a = p.attn;
   const int pos = cache_len(p, b) + j;

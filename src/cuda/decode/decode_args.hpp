@@ -16,8 +16,9 @@ struct DecodeArgs {
   // part_rows = batch * heads_q * seqlen_q rows, row = (b * heads_q + h) * seqlen_q + i.
   float* o_part = nullptr;    // (num_splits, part_rows, head_dim_v), normalized
   float* lse_part = nullptr;  // (num_splits, part_rows), -inf for a split that saw no key
-  // One arrival counter per (sequence, kv head, row block), zeroed on the
-  // stream before every launch: the last split block to arrive merges.
+  // One arrival counter per (sequence, kv head, row block), zero when the
+  // launch starts (cleared on the stream, or caller-owned and left zero by the
+  // previous call): the last split block to arrive merges and resets it.
   int* split_arrivals = nullptr;
   std::int64_t part_rows = 0;
   int rows_per_kv_head = 0;   // packed query rows sharing a kv head: seqlen_q * gqa_ratio
@@ -28,7 +29,7 @@ struct AttentionKernel {
   // Opts in to its shared memory on the current device and reports how many
   // blocks fit on one SM. Host-side only; call before capturing a graph.
   cudaError_t (*prepare)(int* blocks_per_sm);
-  void (*launch)(const DecodeArgs& args, dim3 grid, cudaStream_t stream);
+  cudaError_t (*launch)(const DecodeArgs& args, dim3 grid, cudaStream_t stream, bool dependent);
   std::size_t smem_bytes;
 };
 

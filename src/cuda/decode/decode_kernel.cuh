@@ -30,6 +30,7 @@
 #include "cuda/decode/split_combine.cuh"
 #include "cuda/decode/validation.cuh"
 #include "cuda/ptx/cp_async.cuh"
+#include "cuda/ptx/grid_dependency.cuh"
 #include "cuda/ptx/math.cuh"
 
 namespace flashpp::cuda::decode {
@@ -88,6 +89,13 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   const int wl = a.window_left, wr = a.window_right;
+
+  // Launched as a programmatic dependent (sm90): everything below may read what
+  // the previous kernel on the stream wrote (the appended keys, q, the tables).
+  // The next kernel may be scheduled as soon as every block is past this point;
+  // it waits for this grid's completion the same way.
+  ptx::wait_prior_grids();
+  ptx::allow_dependent_launch();
 
   // A sequence whose tables fail the device checks attends over nothing.
   const bool valid = !p.validate_on_device || sequence_valid(p, b);
@@ -400,8 +408,14 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
   // counts; acquire: the merging block sees every split's partials.
   __threadfence();
   __syncthreads();
+  // The last block resets its counter: every split has counted by then, so the
+  // counters are zero again for the next call (caller-owned counters rely on it).
+  int* arrivals = &args.split_arrivals[blockIdx.x * gridDim.z + blockIdx.z];
   bool last = false;
-  if (tid == 0) last = atomicAdd(&args.split_arrivals[blockIdx.x * gridDim.z + blockIdx.z], 1) == p.num_splits - 1;
+  if (tid == 0) {
+    last = atomicAdd(arrivals, 1) == p.num_splits - 1;
+    if (last) *arrivals = 0;
+  }
   if (!__syncthreads_or(last)) return;
   __threadfence();
   merge_split_partials<T, D>(args, b, hk, row0, rows, sm.ring.split_lse);
@@ -415,9 +429,21 @@ cudaError_t prepare_decode_kernel(int* blocks_per_sm) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, decode_kernel<T, D, MT>, kThreads, bytes);
 }
 
+// dependent: launch as a programmatic dependent of the previous kernel on the
+// stream (sm90+; the kernel waits for it before reading anything).
 template <typename T, int D, int MT>
-void launch_decode_kernel(const DecodeArgs& args, dim3 grid, cudaStream_t stream) {
-  decode_kernel<T, D, MT><<<grid, kThreads, smem_bytes(decode_tiles(D), MT), stream>>>(args);
+cudaError_t launch_decode_kernel(const DecodeArgs& args, dim3 grid, cudaStream_t stream, bool dependent) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem_bytes(decode_tiles(D), MT);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = dependent ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, decode_kernel<T, D, MT>, args);
 }
 
 template <typename T, int D, int MT>
