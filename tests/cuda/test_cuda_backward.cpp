@@ -80,7 +80,8 @@ TEST(CudaBackward, MultiTileCases) {
 // small difference there, and D = rowsum(dO * O) from the 16-bit output is off by more
 // than the naive reference's own rounding (about 1 draw in 12 at two keys, by a CPU
 // emulation). The backward takes D from P and dP for such rows; these draws cover
-// fixed length, a narrow sliding window over long rows, and varlen.
+// fixed length, a narrow sliding window over long rows, and varlen. Then rows of
+// exactly one key under huge logits, where D must equal dP exactly (dS = 0).
 TEST(CudaBackward, FewKeysLargeScale) {
   FLASHPP_REQUIRE_GPU();
   int index = 0;
@@ -106,6 +107,22 @@ TEST(CudaBackward, FewKeysLargeScale) {
       } else {
         c.seqlen_q = c.seqlen_k = 2 + draw % 2;
       }
+      expect_gpu_case_matches_reference(on_gpu(c), rng, /*backward=*/true);
+    }
+  for (DType dtype : kGpuDtypes)
+    for (int draw = 0; draw < 6; ++draw) {
+      auto rng = make_rng(std::string("CudaBackward.OneKey.") + gpu_dtype_name(dtype), std::uint64_t(index++));
+      AttnCase c;
+      c.label = "one_key_large_logits";
+      c.dtype = dtype;
+      c.batch = 3;
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.head_dim = c.head_dim_v = draw % 2 ? 160 : 64;
+      c.seqlen_q = draw < 3 ? 1 : 40;
+      c.seqlen_k = 63;
+      c.window_left = c.window_right = 0;  // each row sees the key on its diagonal only
+      c.q_magnitude = 80.0;
       expect_gpu_case_matches_reference(on_gpu(c), rng, /*backward=*/true);
     }
 }

@@ -34,7 +34,7 @@ struct AttentionKernel {
 };
 
 // Defined by decode_kernel.cuh, instantiated in src/cuda/decode/instances/.
-template <typename T, int D, int MT>
+template <typename T, int D, int MT, bool WIDE>
 AttentionKernel attention_kernel();
 
 }  // namespace flashpp::cuda::decode

@@ -19,8 +19,6 @@
 namespace flashpp::cuda::decode {
 
 inline constexpr std::size_t kSmemLimit = 227 * 1024;  // opt-in shared memory per block (sm80/sm90)
-inline constexpr int kWarps = 4;
-inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kMaxSplits = 128;
 
 struct DecodeTiles {
@@ -29,17 +27,26 @@ struct DecodeTiles {
   int stages;
   int blocks_per_sm;  // occupancy the launch bounds ask for
   int page_ids;       // page ids of the key span held in shared memory at once
-  constexpr int block_n() const { return keys_per_warp * kWarps; }
+  int warps;
+  constexpr int threads() const { return warps * 32; }
+  constexpr int block_n() const { return keys_per_warp * warps; }
 };
 
-constexpr DecodeTiles decode_tiles(int d) {
+// The wide variant (8 warps, twice the keys per tile, one block per SM) is for
+// launches with few (sequence, kv head) groups, batch 1 decoding above all: there
+// every SM holds one block, whose warps issue the whole tile loop one per
+// scheduler (docs/kvcache.md), so twice the warps per tile halve its length.
+constexpr DecodeTiles decode_tiles(int d, bool wide = false) {
   switch (d) {
-    case 64: return {64, 32, 3, 2, 2048};
-    case 128: return {128, 16, 3, 2, 2048};
-    case 256: return {256, 16, 3, 1, 2048};
-    default: return {0, 0, 0, 0, 0};
+    case 64: return wide ? DecodeTiles{64, 32, 3, 1, 2048, 8} : DecodeTiles{64, 32, 3, 2, 2048, 4};
+    case 128: return wide ? DecodeTiles{128, 16, 3, 1, 2048, 8} : DecodeTiles{128, 16, 3, 2, 2048, 4};
+    case 256: return {256, 16, 3, 1, 2048, 4};
+    default: return {0, 0, 0, 0, 0, 0};
   }
 }
+
+// Head dims with a wide variant (compiled for one row tile).
+constexpr bool has_wide_variant(int d) { return d == 64 || d == 128; }
 
 // Head dims the kernels are compiled for; others round up (the columns past
 // the real head dim are zero-filled in shared memory and never read from HBM).
@@ -59,31 +66,33 @@ constexpr std::size_t stage_bytes(const DecodeTiles& t) { return std::size_t(2) 
 // The warps' fp32 outputs, merged in shared memory after the main loop, reuse
 // the stage buffers; rows are padded by 4 floats to spread banks.
 constexpr std::size_t merge_bytes(const DecodeTiles& t, int mt) {
-  return std::size_t(kWarps) * 16 * mt * (t.head_dim + 4) * 4;
+  return std::size_t(t.warps) * 16 * mt * (t.head_dim + 4) * 4;
 }
 
 constexpr std::size_t smem_bytes(const DecodeTiles& t, int mt) {
   const std::size_t ring = t.stages * stage_bytes(t);
   const std::size_t q = std::size_t(16) * mt * t.head_dim * 2;
-  const std::size_t lse = std::size_t(kWarps) * 16 * mt * 4;
+  const std::size_t lse = std::size_t(t.warps) * 16 * mt * 4;
   const std::size_t ids = std::size_t(t.page_ids) * 4;
   return (ring > merge_bytes(t, mt) ? ring : merge_bytes(t, mt)) + q + lse + ids;
 }
 
-constexpr bool decode_row_ok(const DecodeTiles& t) {
+constexpr bool decode_row_ok(const DecodeTiles& t, int max_mt) {
   const std::size_t per_sm = 228 * 1024;  // shared memory of one SM, 1 KiB of it reserved per block
   // The page-id window must cover the S - 1 tiles the prologue issues, and the
   // split partials' LSEs (rows x kMaxSplits floats) reuse the ring when the
   // last block of a split group merges them.
   bool ok = t.keys_per_warp % 16 == 0 && t.head_dim % 32 == 0 && t.stages >= 2 &&
             (t.stages - 1) * t.block_n() <= t.page_ids;
-  for (int mt = 1; mt <= max_row_tiles(t.head_dim); ++mt)
+  for (int mt = 1; mt <= max_mt; ++mt)
     ok = ok && smem_bytes(t, mt) <= kSmemLimit && (smem_bytes(t, mt) + 1024) * t.blocks_per_sm <= per_sm &&
          merge_bytes(t, mt) <= t.stages * stage_bytes(t) &&
          std::size_t(16) * mt * kMaxSplits * 4 <= t.stages * stage_bytes(t);
   return ok;
 }
 
-static_assert(decode_row_ok(decode_tiles(64)) && decode_row_ok(decode_tiles(128)) && decode_row_ok(decode_tiles(256)));
+static_assert(decode_row_ok(decode_tiles(64), max_row_tiles(64)) && decode_row_ok(decode_tiles(128), max_row_tiles(128)) &&
+              decode_row_ok(decode_tiles(256), max_row_tiles(256)));
+static_assert(decode_row_ok(decode_tiles(64, true), 1) && decode_row_ok(decode_tiles(128, true), 1));
 
 }  // namespace flashpp::cuda::decode

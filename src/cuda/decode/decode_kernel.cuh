@@ -35,9 +35,10 @@
 
 namespace flashpp::cuda::decode {
 
-template <int D, int MT>
+template <int D, int MT, bool WIDE>
 struct DecodeSmem {
-  static constexpr DecodeTiles kT = decode_tiles(D);
+  static constexpr DecodeTiles kT = decode_tiles(D, WIDE);
+  static constexpr int kWarps = kT.warps;
   static constexpr int kRows = 16 * MT;
   using QTile = SmemTile<kRows, D>;
   using KVTile = SmemTile<kT.block_n(), D>;
@@ -62,13 +63,14 @@ struct PageMap {
   __device__ __forceinline__ int slot(int j, int page) const { return j - page * size; }
 };
 
-template <typename T, int D, int MT>
-__global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
+template <typename T, int D, int MT, bool WIDE>
+__global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(D, WIDE).blocks_per_sm)
     decode_kernel(const __grid_constant__ DecodeArgs args) {
-  using Smem = DecodeSmem<D, MT>;
+  using Smem = DecodeSmem<D, MT, WIDE>;
   using QTile = typename Smem::QTile;
   using KVTile = typename Smem::KVTile;
-  constexpr DecodeTiles kT = decode_tiles(D);
+  constexpr DecodeTiles kT = decode_tiles(D, WIDE);
+  constexpr int kWarps = kT.warps, kThreads = kT.threads();
   constexpr int BN = kT.block_n(), KPW = kT.keys_per_warp, S = kT.stages, ROWS = 16 * MT, IDS = kT.page_ids;
   constexpr int NS = KPW / 8, NO = D / 8, CH = D / 8;
   constexpr int kRowStep = kThreads / CH;   // tile rows one pass of the block covers
@@ -421,34 +423,39 @@ __global__ void __launch_bounds__(kThreads, decode_tiles(D).blocks_per_sm)
   merge_split_partials<T, D>(args, b, hk, row0, rows, sm.ring.split_lse);
 }
 
-template <typename T, int D, int MT>
+template <typename T, int D, int MT, bool WIDE>
 cudaError_t prepare_decode_kernel(int* blocks_per_sm) {
-  constexpr std::size_t bytes = smem_bytes(decode_tiles(D), MT);
-  cudaError_t e = cudaFuncSetAttribute(decode_kernel<T, D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  constexpr DecodeTiles kT = decode_tiles(D, WIDE);
+  constexpr std::size_t bytes = smem_bytes(kT, MT);
+  cudaError_t e =
+      cudaFuncSetAttribute(decode_kernel<T, D, MT, WIDE>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   if (e != cudaSuccess) return e;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, decode_kernel<T, D, MT>, kThreads, bytes);
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, decode_kernel<T, D, MT, WIDE>, kT.threads(),
+                                                       bytes);
 }
 
 // dependent: launch as a programmatic dependent of the previous kernel on the
 // stream (sm90+; the kernel waits for it before reading anything).
-template <typename T, int D, int MT>
+template <typename T, int D, int MT, bool WIDE>
 cudaError_t launch_decode_kernel(const DecodeArgs& args, dim3 grid, cudaStream_t stream, bool dependent) {
+  constexpr DecodeTiles kT = decode_tiles(D, WIDE);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem_bytes(decode_tiles(D), MT);
+  cfg.blockDim = dim3(kT.threads());
+  cfg.dynamicSmemBytes = smem_bytes(kT, MT);
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = dependent ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, decode_kernel<T, D, MT>, args);
+  return cudaLaunchKernelEx(&cfg, decode_kernel<T, D, MT, WIDE>, args);
 }
 
-template <typename T, int D, int MT>
+template <typename T, int D, int MT, bool WIDE>
 AttentionKernel attention_kernel() {
-  return {&prepare_decode_kernel<T, D, MT>, &launch_decode_kernel<T, D, MT>, smem_bytes(decode_tiles(D), MT)};
+  return {&prepare_decode_kernel<T, D, MT, WIDE>, &launch_decode_kernel<T, D, MT, WIDE>,
+          smem_bytes(decode_tiles(D, WIDE), MT)};
 }
 
 }  // namespace flashpp::cuda::decode

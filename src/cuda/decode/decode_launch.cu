@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -26,16 +27,20 @@
 namespace flashpp::cuda::decode {
 
 // Instances live in instances/*.cu.
-extern template AttentionKernel attention_kernel<__nv_bfloat16, 64, 1>();
-extern template AttentionKernel attention_kernel<__nv_bfloat16, 64, 2>();
-extern template AttentionKernel attention_kernel<__nv_bfloat16, 128, 1>();
-extern template AttentionKernel attention_kernel<__nv_bfloat16, 128, 2>();
-extern template AttentionKernel attention_kernel<__nv_bfloat16, 256, 1>();
-extern template AttentionKernel attention_kernel<__half, 64, 1>();
-extern template AttentionKernel attention_kernel<__half, 64, 2>();
-extern template AttentionKernel attention_kernel<__half, 128, 1>();
-extern template AttentionKernel attention_kernel<__half, 128, 2>();
-extern template AttentionKernel attention_kernel<__half, 256, 1>();
+extern template AttentionKernel attention_kernel<__nv_bfloat16, 64, 1, false>();
+extern template AttentionKernel attention_kernel<__nv_bfloat16, 64, 2, false>();
+extern template AttentionKernel attention_kernel<__nv_bfloat16, 64, 1, true>();
+extern template AttentionKernel attention_kernel<__nv_bfloat16, 128, 1, false>();
+extern template AttentionKernel attention_kernel<__nv_bfloat16, 128, 2, false>();
+extern template AttentionKernel attention_kernel<__nv_bfloat16, 128, 1, true>();
+extern template AttentionKernel attention_kernel<__nv_bfloat16, 256, 1, false>();
+extern template AttentionKernel attention_kernel<__half, 64, 1, false>();
+extern template AttentionKernel attention_kernel<__half, 64, 2, false>();
+extern template AttentionKernel attention_kernel<__half, 64, 1, true>();
+extern template AttentionKernel attention_kernel<__half, 128, 1, false>();
+extern template AttentionKernel attention_kernel<__half, 128, 2, false>();
+extern template AttentionKernel attention_kernel<__half, 128, 1, true>();
+extern template AttentionKernel attention_kernel<__half, 256, 1, false>();
 
 namespace {
 
@@ -49,29 +54,54 @@ struct Shape {
   int row_blocks = 1;
   int rows = 0;       // packed rows per kv head
   int block_n = 0;
+  bool wide = false;  // the 8-warp variant (decode_config.hpp)
 };
 
-Shape shape_of(const KVCacheParams& p) {
+// FLASHPP_DECODE_WARPS=4 or 8 forces the variant where it exists (tuning runs);
+// unset or anything else lets wide_wanted() decide.
+int forced_warps() {
+  static const int w = [] {
+    const char* e = std::getenv("FLASHPP_DECODE_WARPS");
+    return e != nullptr && (std::string(e) == "4" || std::string(e) == "8") ? std::atoi(e) : 0;
+  }();
+  return w;
+}
+
+// Few (sequence, kv head) groups: each SM gets one block of one group's split,
+// and the tile loop's issue rate, not HBM, sets the pace (docs/kvcache.md).
+bool wide_wanted(std::int64_t groups, int sms) {
+  if (forced_warps() != 0) return forced_warps() == 8;
+  return groups * 4 <= sms;
+}
+
+// sms = 0 (sizes that do not depend on the variant): never wide.
+Shape shape_of(const KVCacheParams& p, int sms = 0) {
   const AttnParams& a = p.attn;
   Shape s;
   s.head_dim = decode_head_dim(std::max(a.head_dim, a.head_dim_v));
   s.rows = a.seqlen_q * a.gqa_ratio;
   s.row_tiles = s.rows > 16 ? max_row_tiles(s.head_dim) : 1;
   s.row_blocks = std::max(1, (s.rows + 16 * s.row_tiles - 1) / (16 * s.row_tiles));
-  s.block_n = decode_tiles(s.head_dim).block_n();
+  const std::int64_t groups = std::int64_t(a.batch) * a.heads_kv * s.row_blocks;
+  s.wide = sms > 0 && s.row_tiles == 1 && has_wide_variant(s.head_dim) && wide_wanted(groups, sms);
+  s.block_n = decode_tiles(s.head_dim, s.wide).block_n();
   return s;
 }
 
 template <typename T>
-AttentionKernel kernel_for_dtype(int d, int mt) {
-  if (d == 64) return mt == 2 ? attention_kernel<T, 64, 2>() : attention_kernel<T, 64, 1>();
-  if (d == 128) return mt == 2 ? attention_kernel<T, 128, 2>() : attention_kernel<T, 128, 1>();
-  return attention_kernel<T, 256, 1>();
+AttentionKernel kernel_for_dtype(int d, int mt, bool wide) {
+  if (d == 64)
+    return wide ? attention_kernel<T, 64, 1, true>() : mt == 2 ? attention_kernel<T, 64, 2, false>()
+                                                                : attention_kernel<T, 64, 1, false>();
+  if (d == 128)
+    return wide ? attention_kernel<T, 128, 1, true>() : mt == 2 ? attention_kernel<T, 128, 2, false>()
+                                                                 : attention_kernel<T, 128, 1, false>();
+  return attention_kernel<T, 256, 1, false>();
 }
 
 AttentionKernel kernel_for(const KVCacheParams& p, const Shape& s) {
-  return p.attn.dtype == ElemType::bf16 ? kernel_for_dtype<__nv_bfloat16>(s.head_dim, s.row_tiles)
-                                        : kernel_for_dtype<__half>(s.head_dim, s.row_tiles);
+  return p.attn.dtype == ElemType::bf16 ? kernel_for_dtype<__nv_bfloat16>(s.head_dim, s.row_tiles, s.wide)
+                                        : kernel_for_dtype<__half>(s.head_dim, s.row_tiles, s.wide);
 }
 
 struct DeviceFacts {
@@ -82,7 +112,7 @@ struct DeviceFacts {
 
 std::mutex g_mutex;
 std::map<int, DeviceFacts> g_devices;
-std::map<std::tuple<int, int, int, int>, int> g_blocks_per_sm;  // (device, dtype, hdim, row tiles)
+std::map<std::tuple<int, int, int, int>, int> g_blocks_per_sm;  // (device, dtype, hdim, row tiles + 100 if wide)
 
 const DeviceFacts& device_facts(int device) {
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -103,7 +133,7 @@ const DeviceFacts& device_facts(int device) {
 // Opts the kernel in to its shared memory (once per device) and returns its
 // blocks per SM.
 int prepared_blocks_per_sm(const KVCacheParams& p, const Shape& s, int device) {
-  const auto key = std::make_tuple(device, int(p.attn.dtype), s.head_dim, s.row_tiles);
+  const auto key = std::make_tuple(device, int(p.attn.dtype), s.head_dim, s.row_tiles + (s.wide ? 100 : 0));
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     auto it = g_blocks_per_sm.find(key);
@@ -120,7 +150,7 @@ int prepared_blocks_per_sm(const KVCacheParams& p, const Shape& s, int device) {
 
 std::string kernel_name(const KVCacheParams& p, const Shape& s) {
   return std::string("cuda-decode ") + (p.attn.dtype == ElemType::bf16 ? "bf16" : "f16") + " hdim" +
-         std::to_string(s.head_dim) + " rows" + std::to_string(16 * s.row_tiles) + " splits" +
+         std::to_string(s.head_dim) + " rows" + std::to_string(16 * s.row_tiles) + (s.wide ? " warps8" : "") + " splits" +
          std::to_string(p.num_splits) + (p.paged() ? " paged" : " contiguous");
 }
 
@@ -160,7 +190,7 @@ DecodeChoice select(const KVCacheParams& p, int device) {
   if (!f.error.empty()) return {false, "", f.error};
   if (p.attn.dtype != ElemType::f16 && p.attn.dtype != ElemType::bf16)
     return {false, "", "the decode kernels take float16 or bfloat16"};
-  const Shape s = shape_of(p);
+  const Shape s = shape_of(p, f.sms);
   if (s.head_dim == 0) return {false, "", "head dim above 256"};
   return {true, kernel_name(p, s), ""};
 }
@@ -169,7 +199,7 @@ int num_splits(const KVCacheParams& p, int device) {
   if (p.num_splits > 0) return std::min(p.num_splits, kMaxSplits);
   const DeviceFacts& f = device_facts(device);
   if (!f.error.empty()) throw Error(ErrorKind::not_supported, "q", f.error);
-  const Shape s = shape_of(p);
+  const Shape s = shape_of(p, f.sms);
   const std::int64_t blocks = std::int64_t(p.attn.batch) * p.attn.heads_kv * s.row_blocks;
   const int tiles = (p.capacity + s.block_n - 1) / s.block_n;  // the lengths are on the device: plan for capacity
   return choose_num_splits(blocks, tiles, f.sms * streaming_blocks_per_sm(p, s, prepared_blocks_per_sm(p, s, device)),
@@ -180,7 +210,7 @@ std::size_t workspace_bytes(const KVCacheParams& p, int) { return split_scratch(
 
 void run(const KVCacheParams& p, void* workspace, std::size_t, void* stream_ptr, int device) {
   const auto stream = static_cast<cudaStream_t>(stream_ptr);
-  const Shape s = shape_of(p);
+  const Shape s = shape_of(p, device_facts(device).sms);
   prepared_blocks_per_sm(p, s, device);
   DeviceGuard guard(device);
   if (p.validation_status != nullptr)

@@ -1,15 +1,18 @@
 #pragma once
 // D for query rows that see only a few keys, from the probabilities themselves:
-// D = sum_j P_j dP_j, with P_j = exp2(S_j - LSE) recomputed from q, k and the
-// forward's LSE and dP_j = dO . v_j, all in fp32.
+// D = sum_j P_j dP_j / sum_j P_j, with P_j = exp2(S_j - LSE) recomputed from q, k
+// and the forward's LSE and dP_j = dO . v_j, all in fp32. Dividing by the sum
+// cancels the rounding of LSE, which under large logits (scores ~1e4 in the log2
+// domain) puts P ~1e-3 away from a distribution.
 //
 // Why: D = rowsum(dO * O) reads O rounded to 16 bits. For a row with many keys that
 // rounding is one error among many of the same size; for a row with two or three
 // keys, one of them dominant, dS = P (dP - D) is a small difference and the rounding
 // of O is most of it (a large softmax_scale then multiplies it into dQ and dK). The
 // exact sum costs 2 * keys * head_dim multiply-adds per row, which is cheap exactly
-// where it matters. Not used with partial_keys: there O (and so D) covers keys this
-// call does not see.
+// where it matters. Rows with a single key keep dot_do_o_kernel's D: its mma order
+// matches the backward's dP exactly, so dP - D = 0 there. Not used with
+// partial_keys: there O (and so D) covers keys this call does not see.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -22,7 +25,7 @@
 
 namespace flashpp::cuda::sm80 {
 
-// Rows with at most this many visible keys take the exact sum (one key tile).
+// Rows with 2 .. kShortRowKeys visible keys take the sum over P (one key tile).
 constexpr int kShortRowKeys = 64;
 constexpr int kShortRowThreads = 256;
 // Columns per lane in one pass over a row: head dims up to 256, two per 32-bit load.
@@ -94,7 +97,7 @@ __global__ void __launch_bounds__(kShortRowThreads)
       seq = sequence_rows(p, b);
       r = int(row - seq.q_global0);
       const KeyBounds kb = key_bounds(r, seq, p.window_left, p.window_right);
-      short_row = kb.hi > kb.lo && kb.hi - kb.lo <= kShortRowKeys;
+      short_row = kb.hi - kb.lo >= 2 && kb.hi - kb.lo <= kShortRowKeys;
     }
   }
   unsigned todo = __ballot_sync(0xffffffffu, short_row);
@@ -119,14 +122,16 @@ __global__ void __launch_bounds__(kShortRowThreads)
         p.lse[wb * p.lse_batch_stride + std::int64_t(wh) * p.lse_head_stride + qrow], true);
     const T* k = static_cast<const T*>(p.k) + wb * p.k_batch_stride + std::int64_t(hk) * p.k_head_stride;
     const T* v = static_cast<const T*>(p.v) + wb * p.v_batch_stride + std::int64_t(hk) * p.v_head_stride;
-    float d = 0.f;
+    float d = 0.f, l = 0.f;
     for (int j = kb.lo; j < kb.hi; ++j) {
       const float s = warp_dot<T>(q, k + (ws.k0 + j) * p.k_row_stride, p.head_dim, lane);
       const float dp = warp_dot<T>(g, v + (ws.k0 + j) * p.v_row_stride, p.head_dim_v, lane);
       const float x = smap.capped ? tanhf(s * smap.pre) * smap.log2sc : s * smap.log2sc;
-      d = fmaf(exp2f(x - lse2), dp, d);
+      const float pr = exp2f(x - lse2);
+      d = fmaf(pr, dp, d);
+      l += pr;
     }
-    if (lane == 0) dsum[std::int64_t(wh) * total_rows + ws.q_global0 + wr] = d;
+    if (lane == 0 && l > 0.f) dsum[std::int64_t(wh) * total_rows + ws.q_global0 + wr] = d / l;
   }
 }
 

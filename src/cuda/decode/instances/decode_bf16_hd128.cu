@@ -1,7 +1,8 @@
-// Decode attention instances: bf16, head dim 128 (row tiles: 1 2).
+// Decode attention instances: bf16, head dim 128 (row tiles: 1 2; wide: 1).
 #include "cuda/decode/decode_kernel.cuh"
 
 namespace flashpp::cuda::decode {
-template AttentionKernel attention_kernel<__nv_bfloat16, 128, 1>();
-template AttentionKernel attention_kernel<__nv_bfloat16, 128, 2>();
+template AttentionKernel attention_kernel<__nv_bfloat16, 128, 1, false>();
+template AttentionKernel attention_kernel<__nv_bfloat16, 128, 2, false>();
+template AttentionKernel attention_kernel<__nv_bfloat16, 128, 1, true>();
 }  // namespace flashpp::cuda::decode

@@ -2,5 +2,5 @@
 #include "cuda/decode/decode_kernel.cuh"
 
 namespace flashpp::cuda::decode {
-template AttentionKernel attention_kernel<__half, 256, 1>();
+template AttentionKernel attention_kernel<__half, 256, 1, false>();
 }  // namespace flashpp::cuda::decode
