@@ -33,9 +33,8 @@ struct DecodeTiles {
 };
 
 // The wide variant (8 warps, twice the keys per tile, one block per SM) is for
-// launches with few (sequence, kv head) groups, batch 1 decoding above all: there
-// every SM holds one block, whose warps issue the whole tile loop one per
-// scheduler (docs/kvcache.md), so twice the warps per tile halve its length.
+// paged caches with pages smaller than a 4-warp tile, whose per-row page lookups
+// make the loop issue-bound: twice the warps per SM issue it (docs/kvcache.md).
 constexpr DecodeTiles decode_tiles(int d, bool wide = false) {
   switch (d) {
     case 64: return wide ? DecodeTiles{64, 32, 3, 1, 2048, 8} : DecodeTiles{64, 32, 3, 2, 2048, 4};

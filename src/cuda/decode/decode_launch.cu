@@ -67,23 +67,24 @@ int forced_warps() {
   return w;
 }
 
-// Few (sequence, kv head) groups: each SM gets one block of one group's split,
-// and the tile loop's issue rate, not HBM, sets the pace (docs/kvcache.md).
-bool wide_wanted(std::int64_t groups, int sms) {
+// Paged caches with pages smaller than the 4-warp tile: their per-row page
+// lookups make the tile loop issue-bound, and 8 warps per block measured 3-5%
+// faster there (batch 1 and 16, page 16). Elsewhere the 4-warp kernel is as fast
+// or faster, batch 1 included (docs/kvcache.md, fourth round).
+bool wide_wanted(const KVCacheParams& p, int head_dim) {
   if (forced_warps() != 0) return forced_warps() == 8;
-  return groups * 4 <= sms;
+  return p.paged() && p.page_size < decode_tiles(head_dim).block_n();
 }
 
-// sms = 0 (sizes that do not depend on the variant): never wide.
-Shape shape_of(const KVCacheParams& p, int sms = 0) {
+// pick_variant = false (sizes that do not depend on it, the workspace): never wide.
+Shape shape_of(const KVCacheParams& p, bool pick_variant = false) {
   const AttnParams& a = p.attn;
   Shape s;
   s.head_dim = decode_head_dim(std::max(a.head_dim, a.head_dim_v));
   s.rows = a.seqlen_q * a.gqa_ratio;
   s.row_tiles = s.rows > 16 ? max_row_tiles(s.head_dim) : 1;
   s.row_blocks = std::max(1, (s.rows + 16 * s.row_tiles - 1) / (16 * s.row_tiles));
-  const std::int64_t groups = std::int64_t(a.batch) * a.heads_kv * s.row_blocks;
-  s.wide = sms > 0 && s.row_tiles == 1 && has_wide_variant(s.head_dim) && wide_wanted(groups, sms);
+  s.wide = pick_variant && s.row_tiles == 1 && has_wide_variant(s.head_dim) && wide_wanted(p, s.head_dim);
   s.block_n = decode_tiles(s.head_dim, s.wide).block_n();
   return s;
 }
@@ -190,7 +191,7 @@ DecodeChoice select(const KVCacheParams& p, int device) {
   if (!f.error.empty()) return {false, "", f.error};
   if (p.attn.dtype != ElemType::f16 && p.attn.dtype != ElemType::bf16)
     return {false, "", "the decode kernels take float16 or bfloat16"};
-  const Shape s = shape_of(p, f.sms);
+  const Shape s = shape_of(p, true);
   if (s.head_dim == 0) return {false, "", "head dim above 256"};
   return {true, kernel_name(p, s), ""};
 }
@@ -199,7 +200,7 @@ int num_splits(const KVCacheParams& p, int device) {
   if (p.num_splits > 0) return std::min(p.num_splits, kMaxSplits);
   const DeviceFacts& f = device_facts(device);
   if (!f.error.empty()) throw Error(ErrorKind::not_supported, "q", f.error);
-  const Shape s = shape_of(p, f.sms);
+  const Shape s = shape_of(p, true);
   const std::int64_t blocks = std::int64_t(p.attn.batch) * p.attn.heads_kv * s.row_blocks;
   const int tiles = (p.capacity + s.block_n - 1) / s.block_n;  // the lengths are on the device: plan for capacity
   return choose_num_splits(blocks, tiles, f.sms * streaming_blocks_per_sm(p, s, prepared_blocks_per_sm(p, s, device)),
@@ -210,7 +211,7 @@ std::size_t workspace_bytes(const KVCacheParams& p, int) { return split_scratch(
 
 void run(const KVCacheParams& p, void* workspace, std::size_t, void* stream_ptr, int device) {
   const auto stream = static_cast<cudaStream_t>(stream_ptr);
-  const Shape s = shape_of(p, device_facts(device).sms);
+  const Shape s = shape_of(p, true);
   prepared_blocks_per_sm(p, s, device);
   DeviceGuard guard(device);
   if (p.validation_status != nullptr)
