@@ -103,7 +103,7 @@ void py_backward(nb::handle dout, nb::handle q, nb::handle k, nb::handle v, nb::
 void py_kvcache(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle k_new, nb::handle v_new,
                 nb::handle cache_seqlens, nb::handle cache_batch_idx, nb::handle block_table, nb::handle rotary_cos,
                 nb::handle rotary_sin, nb::handle out, nb::handle lse, const Options& o, bool rotary_interleaved,
-                int num_splits, nb::handle alloc) {
+                int num_splits, nb::handle alloc, nb::handle split_counters) {
   KeepAlive keep;
   KVCacheArgs a;
   a.q = to_view(q, "q", keep);
@@ -118,6 +118,7 @@ void py_kvcache(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle
   a.rotary_sin = to_view(rotary_sin, "rotary_sin", keep);
   a.out = to_view(out, "out", keep);
   a.lse = to_view(lse, "lse", keep);
+  a.split_counters = to_view(split_counters, "split_counters", keep);
   a.rotary_interleaved = rotary_interleaved;
   a.num_splits = num_splits;
   const AttentionOptions opts = make_options(o, nb::none(), nb::none(), keep);
@@ -233,7 +234,7 @@ NB_MODULE(_core, m) {
   m.def("kvcache", &py_kvcache, "q"_a.none(), "k_cache"_a.none(), "v_cache"_a.none(), "k_new"_a.none(),
         "v_new"_a.none(), "cache_seqlens"_a.none(), "cache_batch_idx"_a.none(), "block_table"_a.none(),
         "rotary_cos"_a.none(), "rotary_sin"_a.none(), "out"_a.none(), "lse"_a.none(), "options"_a,
-        "rotary_interleaved"_a, "num_splits"_a, "alloc"_a.none(),
+        "rotary_interleaved"_a, "num_splits"_a, "alloc"_a.none(), "split_counters"_a.none() = nb::none(),
         "Attention of q against a (contiguous or paged) KV cache, appending k_new/v_new first.");
   m.def("synchronize_stream", &synchronize_stream, "stream"_a, "device"_a);
   m.def("built_with_cuda", &flashpp::built_with_cuda);

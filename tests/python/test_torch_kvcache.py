@@ -161,3 +161,25 @@ def test_kvcache_int_seqlens_and_errors(device, seed):
         ft.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=torch.zeros(2, dtype=torch.int64, device=device))
     with pytest.raises(Exception, match="alibi_slopes"):
         ft.flash_attn_with_kvcache(q, kc, vc, alibi_slopes=torch.zeros(4))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kvcache_split_counters(device, seed):
+    """Caller-owned split counters: same output as without them, left zero by
+    every call (shapes and split counts change between calls), and a buffer
+    that is too small is rejected by name."""
+    dtype = low_precision(device)
+    g = torch.Generator().manual_seed(seed)
+    counters = torch.zeros(4096, dtype=torch.int32, device=device)
+    for batch, sq, splits in ((2, 1, 3), (3, 2, 7), (1, 4, 0)):
+        q = torch.randn(batch, sq, 8, 64, generator=g).to(dtype).to(device)
+        kc = torch.randn(batch, 300, 2, 64, generator=g).to(dtype).to(device)
+        vc = torch.randn(batch, 300, 2, 64, generator=g).to(dtype).to(device)
+        seqlens = torch.tensor([300, 17, 250][:batch], dtype=torch.int32, device=device)
+        want = ft.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True, num_splits=splits)
+        got = ft.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True, num_splits=splits,
+                                         split_counters=counters)
+        assert torch.equal(got, want)
+        assert int(counters.abs().sum()) == 0
+    with pytest.raises(Exception, match="split_counters"):
+        ft.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens[:1], split_counters=counters[:3])

@@ -30,15 +30,20 @@ def _int32_on(x, device, argument):
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False,
+                            split_counters=None):
     """q: (batch, seqlen_q, nheads, headdim). k_cache/v_cache: (batch_cache,
     seqlen_cache, nheads_k, headdim) or, with block_table (int32 (batch,
     max_pages)), paged (num_pages, page_size, nheads_k, headdim). k/v: new
     tokens (batch, seqlen_new, nheads_k, headdim), written into the cache in
     place at cache_seqlens[b] before attention, rotated by rotary_cos/sin
     ((seqlen_ro, rotary_dim / 2)) when given (q too). cache_seqlens: int or
-    int32 (batch,). num_splits: 0 picks from the SM count. Returns out, or
-    (out, softmax_lse) with softmax_lse fp32 (batch, nheads, seqlen_q)."""
+    int32 (batch,). num_splits: 0 picks from the SM count. split_counters
+    (flashpp only): an int32 tensor of at least batch * nheads * seqlen_q
+    entries on q's device, zero-filled once and left zero by every call, that
+    replaces the per-call clearing of the split counters (one call at a time
+    per tensor). Returns out, or (out, softmax_lse) with softmax_lse fp32
+    (batch, nheads, seqlen_q)."""
     if cache_leftpad is not None:
         fail("not_supported", "cache_leftpad", "left-padded caches are not supported; pass None")
     if alibi_slopes is not None:
@@ -54,6 +59,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     cache_seqlens = _int32_on(cache_seqlens, q.device, "cache_seqlens")
     cache_batch_idx = _int32_on(cache_batch_idx, q.device, "cache_batch_idx")
     block_table = _int32_on(block_table, q.device, "block_table")
+    split_counters = _int32_on(split_counters, q.device, "split_counters")
     left, right = _window(window_size)
     if q.stride(-1) != 1:
         q = q.contiguous()
@@ -67,5 +73,5 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                   opt(cache_seqlens, "cache_seqlens"), opt(cache_batch_idx, "cache_batch_idx"),
                   opt(block_table, "block_table"), opt(rotary_cos, "rotary_cos"), opt(rotary_sin, "rotary_sin"),
                   _spec(out, "out"), opt(lse, "lse"), options, bool(rotary_interleaved), int(num_splits),
-                  _arrays.allocator(q))
+                  _arrays.allocator(q), opt(split_counters, "split_counters"))
     return (out, lse) if return_softmax_lse else out
