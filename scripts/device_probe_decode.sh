@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Decode kernel checks after a change to its main loop (device_check.sh probe
-# step: FLASHPP_PROBE=scripts/device_probe_decode.sh): compute-sanitizer memcheck
-# and racecheck on small decode cases, then the instruction count, duration
-# and DRAM throughput of one launch per shape (ncu).
+# Decode kernel checks after a change to it (device_check.sh probe step:
+# FLASHPP_PROBE=scripts/device_probe_decode.sh): compute-sanitizer memcheck and
+# racecheck on small decode cases (racecheck also with the 8-warp kernel
+# forced), the phase trace of batch-1 steps (flashpp_decode_trace, plus any
+# variant binaries in build-probe/), and with FLASHPP_DECODE_NCU=1 the
+# instruction count, duration and DRAM throughput of one launch per shape (ncu).
 set -uo pipefail
 t="$BUILD/tests/kvcache/test_kvcache_cuda"
 dec="$BUILD/bench/decode/flashpp_decode_bench"
@@ -12,6 +14,17 @@ for tool in memcheck racecheck; do
   timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$t" --gtest_filter="$filter" --gtest_brief=1 2>&1 | tail -6
   echo "$tool rc ${PIPESTATUS[0]}"
 done
+echo "=== compute-sanitizer racecheck, 8-warp kernel forced ==="
+FLASHPP_DECODE_WARPS=8 timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$t" \
+  --gtest_filter='PageSizes/KVCacheCudaPages.DecodeShapes/page16_sq4:PageSizes/KVCacheCudaPages.DecodeShapes/page64_sq1:Splits/KVCacheCudaGraph.*' \
+  --gtest_brief=1 2>&1 | tail -6
+echo "racecheck (8 warps) rc ${PIPESTATUS[0]}"
+for probe in "$BUILD/bench/decode/flashpp_decode_trace" build-probe/decode_trace*; do
+  [ -x "$probe" ] || continue
+  echo "=== phase trace: $probe ==="
+  timeout 60 "$probe" --calls 24 --config 4096,16 --config 16384,16 --config 16384,32 --config 65536,16 2>&1
+done
+[ "${FLASHPP_DECODE_NCU:-0}" = 1 ] || exit 0
 echo "=== decode: one launch per shape ==="
 for cfg in 16,4096,0,1 16,4096,64,1 16,4096,16,1 1,16384,0,16 1,16384,64,32 1,4096,0,16; do
   echo "--- $cfg ---"

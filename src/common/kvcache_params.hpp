@@ -89,11 +89,15 @@ FLASHPP_HD std::int64_t cache_slot_offset(const KVCacheParams& p, int b, int j, 
 struct KeySpan {
   int lo, hi;
 };
+// The divisions are 32-bit (tile counts and the rounded-up sum fit in 32
+// unsigned bits; a 64-bit division is a long software sequence on the GPU,
+// paid at the start of every decode block); the products are 64-bit.
 FLASHPP_HD KeySpan split_span(int lo, int hi, int tile, int num_splits, int s) {
   if (lo >= hi) return {0, 0};
-  const std::int64_t t_lo = lo / tile, t_hi = (std::int64_t(hi) + tile - 1) / tile;
-  const std::int64_t per = (t_hi - t_lo + num_splits - 1) / num_splits;
-  std::int64_t a = (t_lo + s * per) * tile, e = (t_lo + (s + 1) * per) * tile;
+  const unsigned t_lo = unsigned(lo) / unsigned(tile);
+  const unsigned t_hi = unsigned(hi) / unsigned(tile) + (unsigned(hi) % unsigned(tile) != 0u);
+  const unsigned per = (t_hi - t_lo + unsigned(num_splits) - 1u) / unsigned(num_splits);
+  std::int64_t a = (std::int64_t(t_lo) + std::int64_t(s) * per) * tile, e = (std::int64_t(t_lo) + std::int64_t(s + 1) * per) * tile;
   a = a < lo ? lo : a;
   e = e > hi ? hi : e;
   return a < e ? KeySpan{int(a), int(e)} : KeySpan{0, 0};

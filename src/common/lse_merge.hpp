@@ -5,8 +5,9 @@
 //   LSE = log(sum_k exp(LSE_k))            O = sum_k exp(LSE_k - LSE) * O_k
 // exactly. A part that saw no key has LSE_k = -inf and weight 0 (its O_k is
 // never read, so it may hold anything); if every part is empty, LSE = -inf
-// and O = 0. Used by the CPU backend's split-KV path, the CUDA decode kernel
-// (merging its warps) and the CUDA split combine, host and device alike.
+// and O = 0. Used by the CPU backend's split-KV path and the CUDA decode
+// kernel (merging its warps), host and device alike; the CUDA split combine
+// (cuda/decode/split_combine.cuh) folds the same sums chunk by chunk.
 #include <cmath>
 
 #ifndef FLASHPP_HD

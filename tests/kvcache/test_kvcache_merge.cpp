@@ -128,6 +128,27 @@ TEST(SplitSpan, CoversTheRangeOnce) {
   }
 }
 
+// Ranges ending at the largest int key: the 32-bit tile arithmetic must not
+// wrap (the non-empty spans, in split order, chain from lo to hi).
+TEST(SplitSpan, CoversRangesNearIntMax) {
+  auto rng = make_rng("SplitSpan.CoversRangesNearIntMax");
+  const int top = std::numeric_limits<int>::max();
+  for (int trial = 0; trial < 200; ++trial) {
+    const int tile = trial % 2 == 0 ? 1 : 64;
+    const int hi = top - std::uniform_int_distribution<int>(0, 100)(rng);
+    const int lo = std::uniform_int_distribution<int>(0, 1)(rng) == 0 ? 0 : hi - std::uniform_int_distribution<int>(1, 100000)(rng);
+    const int splits = std::uniform_int_distribution<int>(1, 128)(rng);
+    int next = lo;
+    for (int s = 0; s < splits; ++s) {
+      const KeySpan sp = split_span(lo, hi, tile, splits, s);
+      if (sp.lo >= sp.hi) continue;
+      ASSERT_EQ(sp.lo, next) << "trial " << trial << " split " << s;
+      next = sp.hi;
+    }
+    ASSERT_EQ(next, hi) << "trial " << trial;
+  }
+}
+
 // The split planner on an H200's 132 SMs (8 kv heads, 64-key tiles): the
 // counts that measured fastest in the decode benchmark (docs/kvcache.md).
 TEST(SplitPlanner, PicksTheMeasuredCountsOnAnH200) {

@@ -17,7 +17,6 @@
 #include <cstdint>
 
 #include "common/kvcache_params.hpp"
-#include "common/lse_merge.hpp"
 #include "common/mask.hpp"
 #include "common/rotary.hpp"
 #include "cuda/common/element.cuh"
@@ -27,8 +26,11 @@
 #include "cuda/common/warp_gemm.cuh"
 #include "cuda/decode/decode_args.hpp"
 #include "cuda/decode/decode_config.hpp"
+#include "cuda/decode/param_prefetch.cuh"
+#include "cuda/decode/phase_trace.cuh"
 #include "cuda/decode/split_combine.cuh"
 #include "cuda/decode/validation.cuh"
+#include "cuda/ptx/atomic.cuh"
 #include "cuda/ptx/cp_async.cuh"
 #include "cuda/ptx/grid_dependency.cuh"
 #include "cuda/ptx/math.cuh"
@@ -48,11 +50,10 @@ struct DecodeSmem {
       alignas(128) unsigned char v[kT.stages][KVTile::kBytes];
     } tiles;
     alignas(128) float merge[kWarps][kRows][D + 4];
-    float split_lse[kRows][kMaxSplits];
   };
   Ring ring;
   alignas(128) unsigned char q[QTile::kBytes];
-  float warp_lse[kWarps][kRows];
+  float warp_lse2[kWarps][kRows];  // the warps' row LSEs (log2 domain), merged after the loop
   std::int32_t page_ids[kT.page_ids];
 };
 
@@ -96,28 +97,17 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
   // the previous kernel on the stream wrote (the appended keys, q, the tables).
   // The next kernel may be scheduled as soon as every block is past this point;
   // it waits for this grid's completion the same way.
+  PhaseTrace trace;
+  trace.stamp(kPhaseEntry);
+  const std::uint32_t touched = touch_params(args);
   ptx::wait_prior_grids();
   ptx::allow_dependent_launch();
+  trace.stamp(kPhaseStart);
+  keep_touched(touched, ptx::smem_u32(&sm.warp_lse2[0][0]));
 
-  // A sequence whose tables fail the device checks attends over nothing.
-  const bool valid = !p.validate_on_device || sequence_valid(p, b);
-  const int len = valid ? cache_len(p, b) : 0;
-  const int seqlen_k = valid ? len + p.seqlen_new : 0;
-
-  // Keys the block's rows can see (visible ranges grow with the position),
-  // and this split's share of them.
-  const int i_first = row0 / gq, i_last = (row0 + rows - 1) / gq;
-  const VisibleRange vis_first = visible_keys(i_first, a.seqlen_q, seqlen_k, wl, wr);
-  const VisibleRange vis_last = visible_keys(i_last, a.seqlen_q, seqlen_k, wl, wr);
-  KeySpan span{0, 0};
-  if (vis_first.lo < vis_last.hi) span = split_span(int(vis_first.lo), int(vis_last.hi), BN, p.num_splits, split);
-  const int tile0 = span.lo / BN * BN;
-  const int n_tiles = span.lo < span.hi ? (span.hi - tile0 + BN - 1) / BN : 0;
-
-  // ---- producers: Q once, then K/V tiles ----
+  // Q first: it does not depend on the cache length, whose load starts the
+  // chain (length -> split span -> tile addresses) to the first tile.
   const std::uint32_t q_s = ptx::smem_u32(sm.q);
-  const std::uint32_t k_s = ptx::smem_u32(sm.ring.tiles.k[0]);
-  const std::uint32_t v_s = ptx::smem_u32(sm.ring.tiles.v[0]);
   {
     const T* qb = static_cast<const T*>(a.q) + b * a.q_batch_stride;
 #pragma unroll
@@ -131,6 +121,28 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
     }
     ptx::cp_async_commit_group();
   }
+  trace.stamp(kPhaseQIssued);
+
+  // A sequence whose tables fail the device checks attends over nothing.
+  const bool valid = !p.validate_on_device || sequence_valid(p, b);
+  const int len = valid ? cache_len(p, b) : 0;
+  const int seqlen_k = valid ? len + p.seqlen_new : 0;
+  trace.stamp_after(kPhaseLength, seqlen_k);
+
+  // Keys the block's rows can see (visible ranges grow with the position),
+  // and this split's share of them.
+  const int i_first = row0 / gq, i_last = (row0 + rows - 1) / gq;
+  const VisibleRange vis_first = visible_keys(i_first, a.seqlen_q, seqlen_k, wl, wr);
+  const VisibleRange vis_last = visible_keys(i_last, a.seqlen_q, seqlen_k, wl, wr);
+  KeySpan span{0, 0};
+  if (vis_first.lo < vis_last.hi) span = split_span(int(vis_first.lo), int(vis_last.hi), BN, p.num_splits, split);
+  const int tile0 = span.lo / BN * BN;
+  const int n_tiles = span.lo < span.hi ? (span.hi - tile0 + BN - 1) / BN : 0;
+  trace.stamp_after(kPhaseSpan, n_tiles);
+
+  // ---- producers: K/V tiles (Q is in flight already) ----
+  const std::uint32_t k_s = ptx::smem_u32(sm.ring.tiles.k[0]);
+  const std::uint32_t v_s = ptx::smem_u32(sm.ring.tiles.v[0]);
 
   const bool paged = p.block_table != nullptr;
   const PageMap pm{p.page_shift, p.page_size};
@@ -236,15 +248,19 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
     load_ids(id_base);
     __syncthreads();
   }
-#pragma unroll
+  // Not unrolled: one copy of the issue code here and one in the loop keep the
+  // kernel's instructions fewer (cold code costs instruction fetches every launch).
+#pragma unroll 1
   for (int st = 0; st < S - 1; ++st) {
     if (st < n_tiles) issue(st, st);
     ptx::cp_async_commit_group();
   }
+  trace.stamp(kPhaseTilesIssued);
 
   // Q has landed (only the S - 1 tile groups may still be in flight).
   ptx::cp_async_wait_group<S - 1>();
   __syncthreads();
+  trace.stamp(kPhasePrologue);
   if (p.rotary_cos != nullptr && valid) {
     const int half = p.rotary_dim / 2;
     const T* cs = static_cast<const T*>(p.rotary_cos);
@@ -297,6 +313,7 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
     // Tile `it` has landed for every thread, and every warp is done with the
     // stage the next prefetch overwrites (it held tile it - 1).
     __syncthreads();
+    if (it == 0) trace.stamp(kPhaseFirstTile);
     const int next = it + S - 1;
     if (next < n_tiles) {
       // Every thread is past its issues of earlier tiles (the barrier above),
@@ -334,28 +351,45 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
     gemm_rs<T, KVTile, Major::km, MT, NO, NS / 2>(o, pa, v_s + stage * KVTile::kBytes, 0, warp * KPW, lane);
   }
 
-  // ---- merge the warps (common/lse_merge.hpp) ----
+  // ---- merge the warps ----
+  // Each warp's rows keep (m_w, l_w, o_w) in the log2 domain (o_w and l_w are
+  // sums of 2^(s - m_w)); the warps publish lse2_w = m_w + log2 l_w. With M the
+  // max of lse2_w and L = sum_w 2^(lse2_w - M), the block's row is
+  // sum_w o_w 2^(m_w - M) / L and its LSE (M + log2 L) ln 2: the sums of
+  // common/lse_merge.hpp, written with the exp2/log2/rcp instructions (this
+  // runs once per block, on the critical path of a batch-1 step). A row no
+  // warp saw a key of has M = -inf: L = 0, O = 0, LSE = -inf.
   ptx::cp_async_wait_group<0>();
   __syncthreads();  // the ring becomes the merge buffer
-  float lse_w[MT][2], sum_w[MT][2];
+  trace.stamp(kPhaseLoopEnd);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      sum_w[mt][hh] = quad_sum(softmax.sum[mt][hh]);
-      lse_w[mt][hh] = lse_from_log2_state(softmax.max[mt][hh], sum_w[mt][hh]);
-      if (t4 == 0) sm.warp_lse[warp][mt * 16 + g + 8 * hh] = lse_w[mt][hh];
+      const float l = quad_sum(softmax.sum[mt][hh]);
+      if (t4 == 0) sm.warp_lse2[warp][mt * 16 + g + 8 * hh] = l > 0.f ? softmax.max[mt][hh] + __log2f(l) : -INFINITY;
     }
   __syncthreads();
+  trace.stamp(kPhaseWarpLse);
+  // M and L of row r from the warps' lse2 values.
+  auto block_row = [&](int r, float& m_all, float& l_all) {
+    m_all = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, sm.warp_lse2[w][r]);
+    l_all = 0.f;
+    if (m_all != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) l_all += ptx::ex2_approx(sm.warp_lse2[w][r] - m_all);
+    }
+  };
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int r = mt * 16 + g + 8 * hh;
-      LseMerge m;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) m.add(sm.warp_lse[w][r]);
-      const float f = sum_w[mt][hh] > 0.f ? merge_weight(lse_w[mt][hh], m.lse()) / sum_w[mt][hh] : 0.f;
+      float m_all, l_all;
+      block_row(r, m_all, l_all);
+      const float f = l_all > 0.f ? ptx::ex2_approx(softmax.max[mt][hh] - m_all) * __frcp_rn(l_all) : 0.f;
       float* dst = sm.ring.merge[warp][r];
 #pragma unroll
       for (int nt = 0; nt < NO; ++nt) {
@@ -364,6 +398,7 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
       }
     }
   __syncthreads();
+  trace.stamp(kPhaseWarpMerge);
 
   // ---- write: final rows (one split) or this split's partial ----
   const bool final_rows = p.num_splits == 1;
@@ -383,10 +418,9 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
     const int pr = row0 + r, i = pr / gq, h = hk * gq + pr % gq;
     float lse = -INFINITY;
     if (c == 0) {
-      LseMerge m;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) m.add(sm.warp_lse[w][r]);
-      lse = m.lse();
+      float m_all, l_all;
+      block_row(r, m_all, l_all);
+      if (l_all > 0.f) lse = (m_all + __log2f(l_all)) * 0.69314718055994531f;
     }
     if (final_rows) {
       T* dst = static_cast<T*>(a.o) + b * a.o_batch_stride + std::int64_t(i) * a.o_row_stride +
@@ -403,24 +437,36 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
       if (c == 0) args.lse_part[prow] = lse;
     }
   }
-  if (final_rows) return;
+  trace.stamp(kPhaseWritten);
+  if (final_rows) {
+    trace.exit();
+    return;
+  }
 
   // ---- split blocks: the last of the group to arrive merges ----
-  // Release: this block's partials are visible device-wide before its arrival
-  // counts; acquire: the merging block sees every split's partials.
-  __threadfence();
+  // Thread 0 counts the block's arrival with one acquire-release atomic after
+  // the barrier: release makes every thread's partial stores (ordered before
+  // it by the barrier) visible device-wide first; acquire, in the last block,
+  // orders every other split's partials before the merge's loads (the barrier
+  // below hands that on to the other threads).
   __syncthreads();
   // The last block resets its counter: every split has counted by then, so the
   // counters are zero again for the next call (caller-owned counters rely on it).
   int* arrivals = &args.split_arrivals[blockIdx.x * gridDim.z + blockIdx.z];
   bool last = false;
   if (tid == 0) {
-    last = atomicAdd(arrivals, 1) == p.num_splits - 1;
+    last = ptx::atomic_add_acq_rel_gpu(arrivals, 1) == p.num_splits - 1;
     if (last) *arrivals = 0;
   }
-  if (!__syncthreads_or(last)) return;
-  __threadfence();
-  merge_split_partials<T, D>(args, b, hk, row0, rows, sm.ring.split_lse);
+  const bool merging = __syncthreads_or(last);
+  trace.stamp(kPhaseArrived);
+  if (!merging) {
+    trace.exit();
+    return;
+  }
+  merge_split_partials<T, D>(args, b, hk, row0, rows);
+  trace.merged();
+  trace.exit();
 }
 
 template <typename T, int D, int MT, bool WIDE>

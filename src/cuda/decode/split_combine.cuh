@@ -7,17 +7,15 @@
 // the merge of one kv head overlaps the other heads' streams.
 //
 // The partials of the other blocks were written by other SMs during this
-// launch, so they are read with ld.global.cg (L2, never a stale L1 line). The
-// loads of all splits of a row are issued before their sum needs them: the
-// merge costs a few L2 round trips, not one per split.
+// launch, so they are read with ld.global.cg (L2, never a stale L1 line).
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "common/lse_merge.hpp"
 #include "cuda/common/element.cuh"
 #include "cuda/decode/decode_args.hpp"
 #include "cuda/decode/decode_config.hpp"
+#include "cuda/ptx/math.cuh"
 
 namespace flashpp::cuda::decode {
 
@@ -28,51 +26,72 @@ __device__ __forceinline__ std::int64_t partial_row(const DecodeArgs& args, int 
   return (std::int64_t(b) * a.heads_q + hk * gq + pr % gq) * a.seqlen_q + pr / gq;
 }
 
-// Block-wide (all threads call it). lse_s: rows x kMaxSplits floats of shared memory.
+// Block-wide (all threads call it). Each thread owns 4 output columns of a
+// row and loads the LSE and O partials of kChunk splits at once, so the merge
+// costs one L2 round trip per kChunk splits (the LSEs of a row are the same
+// address across the row's threads: one request per warp). The chunks fold
+// into a running max as in online softmax (the sums of common/lse_merge.hpp,
+// with the exp2 instruction on log2-domain LSEs).
 template <typename T, int D>
-__device__ __forceinline__ void merge_split_partials(const DecodeArgs& args, int b, int hk, int row0, int rows,
-                                                     float (*lse_s)[kMaxSplits]) {
+__device__ __forceinline__ void merge_split_partials(const DecodeArgs& args, int b, int hk, int row0, int rows) {
   const AttnParams& a = args.p.attn;
   const int splits = args.p.num_splits, gq = a.gqa_ratio, dv = a.head_dim_v;
-  for (int idx = threadIdx.x; idx < rows * splits; idx += blockDim.x) {
-    const int r = idx / splits, s = idx % splits;
-    lse_s[r][s] = __ldcg(args.lse_part + std::int64_t(s) * args.part_rows + partial_row(args, b, hk, row0 + r));
-  }
-  __syncthreads();
-
-  constexpr int kUnroll = 8;
+  constexpr int kChunk = 16;
+  constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.69314718055994531f;
+  const std::int64_t split_step = args.part_rows;
   for (int idx = threadIdx.x; idx < rows * (D / 4); idx += blockDim.x) {
     const int r = idx / (D / 4), c = (idx % (D / 4)) * 4;
     if (c >= dv) continue;
-    LseMerge m;
-    for (int s = 0; s < splits; ++s) m.add(lse_s[r][s]);
-    const float lse = m.lse();
     const std::int64_t row = partial_row(args, b, hk, row0 + r);
-    const float* src = args.o_part + row * dv + c;
-    const std::int64_t split_step = args.part_rows * dv;
+    const float* lse_src = args.lse_part + row;
+    const float* o_src = args.o_part + row * dv + c;
+    float run_max = -INFINITY, run_sum = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s0 = 0; s0 < splits; s0 += kUnroll) {
-      float4 x[kUnroll];
+    for (int s0 = 0; s0 < splits; s0 += kChunk) {
+      float l[kChunk];
+      float4 x[kChunk];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (s0 + u < splits) x[u] = __ldcg(reinterpret_cast<const float4*>(src + (s0 + u) * split_step));
+      for (int u = 0; u < kChunk; ++u) {
+        l[u] = -INFINITY;
+        if (s0 + u < splits) {
+          l[u] = __ldcg(lse_src + (s0 + u) * split_step);
+          x[u] = __ldcg(reinterpret_cast<const float4*>(o_src + (s0 + u) * split_step * dv));
+        }
+      }
+      float m = run_max;
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (s0 + u >= splits) break;
-        const float w = merge_weight(lse_s[r][s0 + u], lse);
-        if (w == 0.f) continue;  // a split that saw no key adds nothing
+      for (int u = 0; u < kChunk; ++u) {
+        l[u] *= kLog2e;  // -inf stays -inf
+        m = fmaxf(m, l[u]);
+      }
+      if (m == -INFINITY) continue;  // no split of this chunk (or before) saw a key
+      // 2^(-inf - m) = 0 rescales the empty start away.
+      const float rescale = ptx::ex2_approx(run_max - m);
+      run_sum *= rescale;
+      acc.x *= rescale;
+      acc.y *= rescale;
+      acc.z *= rescale;
+      acc.w *= rescale;
+#pragma unroll
+      for (int u = 0; u < kChunk; ++u) {
+        if (l[u] == -INFINITY) continue;  // a split that saw no key adds nothing (its O was never written)
+        const float w = ptx::ex2_approx(l[u] - m);
+        run_sum += w;
         acc.x += w * x[u].x;
         acc.y += w * x[u].y;
         acc.z += w * x[u].z;
         acc.w += w * x[u].w;
       }
+      run_max = m;
     }
+    const float inv = run_sum > 0.f ? __frcp_rn(run_sum) : 0.f;
+    const float lse = run_sum > 0.f ? (run_max + __log2f(run_sum)) * kLn2 : -INFINITY;
     const int pr = row0 + r, i = pr / gq, h = hk * gq + pr % gq;
     T* out = static_cast<T*>(a.o) + b * a.o_batch_stride + std::int64_t(i) * a.o_row_stride +
              std::int64_t(h) * a.o_head_stride + c;
     uint2 packed;
-    packed.x = Element<T>::pack(acc.x, acc.y);
-    packed.y = Element<T>::pack(acc.z, acc.w);
+    packed.x = Element<T>::pack(acc.x * inv, acc.y * inv);
+    packed.y = Element<T>::pack(acc.z * inv, acc.w * inv);
     *reinterpret_cast<uint2*>(out) = packed;
     if (c == 0 && a.lse != nullptr) a.lse[b * a.lse_batch_stride + std::int64_t(h) * a.lse_head_stride + i] = lse;
   }
