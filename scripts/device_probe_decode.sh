@@ -3,7 +3,7 @@
 # FLASHPP_PROBE=scripts/device_probe_decode.sh): compute-sanitizer memcheck and
 # racecheck on small decode cases (racecheck also with the 8-warp kernel
 # forced), the phase trace of batch-1 steps (flashpp_decode_trace, plus any
-# variant binaries in build-probe/), and with FLASHPP_DECODE_NCU=1 the
+# variant binaries in build-probe/, compiled by hand from edited copies of src/), and with FLASHPP_DECODE_NCU=1 the
 # instruction count, duration and DRAM throughput of one launch per shape (ncu).
 set -uo pipefail
 t="$BUILD/tests/kvcache/test_kvcache_cuda"

@@ -26,7 +26,6 @@
 #include "cuda/common/warp_gemm.cuh"
 #include "cuda/decode/decode_args.hpp"
 #include "cuda/decode/decode_config.hpp"
-#include "cuda/decode/param_prefetch.cuh"
 #include "cuda/decode/phase_trace.cuh"
 #include "cuda/decode/split_combine.cuh"
 #include "cuda/decode/validation.cuh"
@@ -99,11 +98,9 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
   // it waits for this grid's completion the same way.
   PhaseTrace trace;
   trace.stamp(kPhaseEntry);
-  const std::uint32_t touched = touch_params(args);
   ptx::wait_prior_grids();
   ptx::allow_dependent_launch();
   trace.stamp(kPhaseStart);
-  keep_touched(touched, ptx::smem_u32(&sm.warp_lse2[0][0]));
 
   // Q first: it does not depend on the cache length, whose load starts the
   // chain (length -> split span -> tile addresses) to the first tile.
