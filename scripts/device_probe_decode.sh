@@ -3,8 +3,10 @@
 # FLASHPP_PROBE=scripts/device_probe_decode.sh): compute-sanitizer memcheck and
 # racecheck on small decode cases (racecheck also with the 8-warp kernel
 # forced), the phase trace of batch-1 steps (flashpp_decode_trace, plus any
-# variant binaries in build-probe/, compiled by hand from edited copies of src/), and with FLASHPP_DECODE_NCU=1 the
-# instruction count, duration and DRAM throughput of one launch per shape (ncu).
+# variant binaries in build-probe/, compiled by hand from edited copies of src/; FLASHPP_TRACE_ARGS replaces its
+# configs and variants), the decode bench once per FLASHPP_OVERLAP_SETTINGS entry ("prefetch,dependents" pairs)
+# on FLASHPP_OVERLAP_CONFIGS, and with FLASHPP_DECODE_NCU=1 the instruction count, duration and DRAM throughput
+# of one launch per shape (ncu).
 set -uo pipefail
 t="$BUILD/tests/kvcache/test_kvcache_cuda"
 dec="$BUILD/bench/decode/flashpp_decode_bench"
@@ -22,8 +24,20 @@ echo "racecheck (8 warps) rc ${PIPESTATUS[0]}"
 for probe in "$BUILD/bench/decode/flashpp_decode_trace" build-probe/decode_trace*; do
   [ -x "$probe" ] || continue
   echo "=== phase trace: $probe ==="
-  timeout 60 "$probe" --calls 24 --config 4096,16 --config 16384,16 --config 16384,32 --config 65536,16 2>&1
+  read -r -a targs <<<"${FLASHPP_TRACE_ARGS:---config 4096,16 --config 16384,16 --config 16384,32 --config 65536,16}"
+  timeout 120 "$probe" --calls 24 "${targs[@]}" 2>&1
 done
+# Same-run A/B of the programmatic-launch overlap through the library's own
+# launcher: "prefetch keys,dependents tiles left" per setting (decode_launch.cu).
+if [ -n "${FLASHPP_OVERLAP_SETTINGS:-}" ]; then
+  echo "=== decode bench per overlap setting (FLASHPP_DECODE_PREFETCH,FLASHPP_DECODE_DEPENDENTS) ==="
+  for cfg in ${FLASHPP_OVERLAP_CONFIGS:-1,4096,0,0 1,16384,0,0 1,16384,16,0 1,16384,64,0 1,65536,0,0 16,4096,16,0 16,16384,0,0}; do
+    for set in $FLASHPP_OVERLAP_SETTINGS; do
+      line=$(FLASHPP_DECODE_PREFETCH=${set%,*} FLASHPP_DECODE_DEPENDENTS=${set#*,} timeout 30 "$dec" --only "$cfg" 2>&1 >/dev/null | tail -1)
+      printf '%-14s %-8s %s\n' "$cfg" "$set" "$line"
+    done
+  done
+fi
 [ "${FLASHPP_DECODE_NCU:-0}" = 1 ] || exit 0
 echo "=== decode: one launch per shape ==="
 for cfg in 16,4096,0,1 16,4096,64,1 16,4096,16,1 1,16384,0,16 1,16384,64,32 1,4096,0,16; do

@@ -5,8 +5,10 @@
 // step, the launch gap, the blocks' start and end spread and each phase's
 // median. Beside it, two floors measured the same way: an empty kernel (the
 // launch path alone) and a plain streaming read of the same bytes by the
-// same number of blocks. A tuning tool (docs/kvcache.md), built with
-// FLASHPP_DECODE_TRACE; it checks its output against a host computation first.
+// same number of blocks. --variant <prefetch keys>,<dependents tiles left>
+// (repeatable) sets the programmatic-launch overlap of DecodeArgs. A tuning
+// tool (docs/kvcache.md), built with FLASHPP_DECODE_TRACE; it checks its
+// output against a host computation first.
 #define FLASHPP_DECODE_TRACE 1
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -199,7 +201,12 @@ double median(std::vector<double> x) {
   return x[x.size() / 2];
 }
 
-void run_config(int len, int splits, int calls) {
+// One launch setting of the programmatic-launch overlap (DecodeArgs).
+struct Variant {
+  int prefetch_keys = 0, dependents_tiles_left = -1;
+};
+
+void run_config(int len, int splits, int calls, const std::vector<Variant>& variants) {
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   Buffers B;
@@ -232,87 +239,96 @@ void run_config(int len, int splits, int calls) {
   for (int c = 0; c < B.copies; ++c) args.push_back(make_args(B, c, splits));
   const dim3 grid(kHeadsKV, unsigned(splits), 1);
   auto launch = [&](int i) { CHECK(kern.launch(args[std::size_t(i % B.copies)], grid, stream, true)); };
-
-  launch(0);
-  CHECK(cudaStreamSynchronize(stream));
-  const double err = check_output(B);
   const double bytes = 2.0 * B.per_copy * 2;
-  const double us = step_us(stream, calls, launch);
-  std::printf("\n=== len %d, splits %d: %.2f us/step, %.3f TB/s (max |err| vs host %.2e%s) ===\n", len, splits, us,
-              bytes / (us * 1e-6) / 1e12, err, err < 2e-2 ? "" : "  ** WRONG **");
 
-  // Traced replay.
-  const int blocks = kHeadsKV * splits;
-  unsigned long long* buf = nullptr;
-  const std::size_t words = std::size_t(calls + 4) * blocks * dec::kTraceWords;
-  CHECK(cudaMalloc(&buf, words * 8));
-  CHECK(cudaMemset(buf, 0, words * 8));
-  unsigned zero = 0;
-  CHECK(cudaMemcpyToSymbol(dec::g_trace_buffer, &buf, sizeof(buf)));
-  CHECK(cudaMemcpyToSymbol(dec::g_trace_sequence, &zero, sizeof(zero)));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < calls; ++i) launch(i);
-  CHECK(cudaStreamEndCapture(stream, &graph));
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CHECK(cudaGraphLaunch(exec, stream));
-  CHECK(cudaStreamSynchronize(stream));
-  std::vector<unsigned long long> h(words);
-  CHECK(cudaMemcpy(h.data(), buf, words * 8, cudaMemcpyDeviceToHost));
-  CHECK(cudaGraphExecDestroy(exec));
-  CHECK(cudaGraphDestroy(graph));
-  unsigned long long* null_buf = nullptr;
-  CHECK(cudaMemcpyToSymbol(dec::g_trace_buffer, &null_buf, sizeof(null_buf)));
-  CHECK(cudaFree(buf));
-
-  int clock_khz = 0;
-  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
-  const double cycles_per_us = clock_khz * 1e-3;
-  auto W = [&](int L, int blk, int word) { return h[(std::size_t(L) * blocks + blk) * dec::kTraceWords + word]; };
-  auto timer_us = [&](int L, int blk, int ph) { return double(W(L, blk, 2 * ph)) * 1e-3; };
-  auto clock_us = [&](int L, int blk, int ph) { return ph == dec::kPhaseStart ? 0.0 : double(W(L, blk, 2 * ph + 1)) / cycles_per_us; };
-  const char* names[dec::kTracePhases] = {"",           "",          "start->Q issued",       "->length loaded",
-                                          "->span",     "->tiles issued", "->Q landed",     "->first tile",
-                                          "->loop end", "->warp lse", "->warp merge",     "->written",
-                                          "->arrived",  "->exit (merging blocks)"};
-  std::vector<double> gap, span, start_spread, loop_spread, exit_spread, entry_lead, phase[dec::kTracePhases];
-  for (int L = 2; L < calls - 1; ++L) {
-    double s_min = 1e300, s_max = 0, e_max = 0, e_min = 1e300, l_min = 1e300, l_max = 0, prev_end = 0;
-    for (int b = 0; b < blocks; ++b) {
-      const double t0 = timer_us(L, b, dec::kPhaseStart);
-      s_min = std::min(s_min, t0);
-      s_max = std::max(s_max, t0);
-      e_max = std::max(e_max, timer_us(L, b, dec::kPhaseExit));
-      e_min = std::min(e_min, timer_us(L, b, dec::kPhaseExit));
-      l_min = std::min(l_min, t0 + clock_us(L, b, dec::kPhaseLoopEnd));
-      l_max = std::max(l_max, t0 + clock_us(L, b, dec::kPhaseLoopEnd));
-      prev_end = std::max(prev_end, timer_us(L - 1, b, dec::kPhaseExit));
-      entry_lead.push_back(t0 - timer_us(L, b, dec::kPhaseEntry));
-      const bool merging = W(L, b, 2 * dec::kTracePhases + 1) != 0;
-      for (int k = dec::kPhaseQIssued; k < dec::kTracePhases; ++k) {
-        if (k == dec::kPhaseExit && !merging) continue;
-        phase[k].push_back(clock_us(L, b, k) - clock_us(L, b, k - 1));
-      }
+  for (const Variant& var : variants) {
+    for (DecodeArgs& x : args) {
+      x.prefetch_keys = var.prefetch_keys;
+      x.dependents_tiles_left = var.dependents_tiles_left;
     }
-    gap.push_back(s_min - prev_end);
-    span.push_back(e_max - s_min);
-    start_spread.push_back(s_max - s_min);
-    loop_spread.push_back(l_max - l_min);
-    exit_spread.push_back(e_max - e_min);
-  }
-  std::printf("per step (median over steps 2..%d), us: previous grid's last exit -> first start %.2f | first start -> "
-              "last exit %.2f | start spread %.2f | loop-end spread %.2f | exit spread %.2f | entry lead %.2f\n",
-              calls - 2, median(gap), median(span), median(start_spread), median(loop_spread), median(exit_spread),
-              median(entry_lead));
-  std::printf("per block phases (thread 0's clock at %.0f MHz), us: median / mean / max\n", cycles_per_us);
-  for (int k = dec::kPhaseQIssued; k < dec::kTracePhases; ++k) {
-    double sum = 0;
-    for (double x : phase[k]) sum += x;
-    const double mean = phase[k].empty() ? 0 : sum / phase[k].size();
-    const double mx = phase[k].empty() ? 0 : *std::max_element(phase[k].begin(), phase[k].end());
-    std::printf("  %-26s %7.2f / %7.2f / %7.2f\n", names[k], median(phase[k]), mean, mx);
-  }
+    CHECK(cudaMemset(B.o, 0, kHeadsQ * kDim * 2));
+    launch(0);
+    CHECK(cudaStreamSynchronize(stream));
+    const double err = check_output(B);
+    const double us = step_us(stream, calls, launch);
+    std::printf("\n=== len %d, splits %d, prefetch %d keys, dependents at %d tiles left: %.2f us/step, %.3f TB/s "
+                "(max |err| vs host %.2e%s) ===\n",
+                len, splits, var.prefetch_keys, var.dependents_tiles_left, us, bytes / (us * 1e-6) / 1e12, err,
+                err < 2e-2 ? "" : "  ** WRONG **");
+
+    // Traced replay.
+    const int blocks = kHeadsKV * splits;
+    unsigned long long* buf = nullptr;
+    const std::size_t words = std::size_t(calls + 4) * blocks * dec::kTraceWords;
+    CHECK(cudaMalloc(&buf, words * 8));
+    CHECK(cudaMemset(buf, 0, words * 8));
+    unsigned zero = 0;
+    CHECK(cudaMemcpyToSymbol(dec::g_trace_buffer, &buf, sizeof(buf)));
+    CHECK(cudaMemcpyToSymbol(dec::g_trace_sequence, &zero, sizeof(zero)));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < calls; ++i) launch(i);
+    CHECK(cudaStreamEndCapture(stream, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphLaunch(exec, stream));
+    CHECK(cudaStreamSynchronize(stream));
+    std::vector<unsigned long long> h(words);
+    CHECK(cudaMemcpy(h.data(), buf, words * 8, cudaMemcpyDeviceToHost));
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+    unsigned long long* null_buf = nullptr;
+    CHECK(cudaMemcpyToSymbol(dec::g_trace_buffer, &null_buf, sizeof(null_buf)));
+    CHECK(cudaFree(buf));
+
+    int clock_khz = 0;
+    CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+    const double cycles_per_us = clock_khz * 1e-3;
+    auto W = [&](int L, int blk, int word) { return h[(std::size_t(L) * blocks + blk) * dec::kTraceWords + word]; };
+    auto timer_us = [&](int L, int blk, int ph) { return double(W(L, blk, 2 * ph)) * 1e-3; };
+    auto clock_us = [&](int L, int blk, int ph) { return ph == dec::kPhaseStart ? 0.0 : double(W(L, blk, 2 * ph + 1)) / cycles_per_us; };
+    const char* names[dec::kTracePhases] = {"",           "",          "start->Q issued",       "->length loaded",
+                                            "->span",     "->tiles issued", "->Q landed",     "->first tile",
+                                            "->loop end", "->warp lse", "->warp merge",     "->written",
+                                            "->arrived",  "->exit (merging blocks)"};
+    std::vector<double> gap, span, start_spread, loop_spread, exit_spread, entry_lead, phase[dec::kTracePhases];
+    for (int L = 2; L < calls - 1; ++L) {
+      double s_min = 1e300, s_max = 0, e_max = 0, e_min = 1e300, l_min = 1e300, l_max = 0, prev_end = 0;
+      for (int b = 0; b < blocks; ++b) {
+        const double t0 = timer_us(L, b, dec::kPhaseStart);
+        s_min = std::min(s_min, t0);
+        s_max = std::max(s_max, t0);
+        e_max = std::max(e_max, timer_us(L, b, dec::kPhaseExit));
+        e_min = std::min(e_min, timer_us(L, b, dec::kPhaseExit));
+        l_min = std::min(l_min, t0 + clock_us(L, b, dec::kPhaseLoopEnd));
+        l_max = std::max(l_max, t0 + clock_us(L, b, dec::kPhaseLoopEnd));
+        prev_end = std::max(prev_end, timer_us(L - 1, b, dec::kPhaseExit));
+        entry_lead.push_back(t0 - timer_us(L, b, dec::kPhaseEntry));
+        const bool merging = W(L, b, 2 * dec::kTracePhases + 1) != 0;
+        for (int k = dec::kPhaseQIssued; k < dec::kTracePhases; ++k) {
+          if (k == dec::kPhaseExit && !merging) continue;
+          phase[k].push_back(clock_us(L, b, k) - clock_us(L, b, k - 1));
+        }
+      }
+      gap.push_back(s_min - prev_end);
+      span.push_back(e_max - s_min);
+      start_spread.push_back(s_max - s_min);
+      loop_spread.push_back(l_max - l_min);
+      exit_spread.push_back(e_max - e_min);
+    }
+    std::printf("per step (median over steps 2..%d), us: previous grid's last exit -> first start %.2f | first start -> "
+                "last exit %.2f | start spread %.2f | loop-end spread %.2f | exit spread %.2f | entry lead %.2f\n",
+                calls - 2, median(gap), median(span), median(start_spread), median(loop_spread), median(exit_spread),
+                median(entry_lead));
+    std::printf("per block phases (thread 0's clock at %.0f MHz), us: median / mean / max\n", cycles_per_us);
+    for (int k = dec::kPhaseQIssued; k < dec::kTracePhases; ++k) {
+      double sum = 0;
+      for (double x : phase[k]) sum += x;
+      const double mean = phase[k].empty() ? 0 : sum / phase[k].size();
+      const double mx = phase[k].empty() ? 0 : *std::max_element(phase[k].begin(), phase[k].end());
+      std::printf("  %-26s %7.2f / %7.2f / %7.2f\n", names[k], median(phase[k]), mean, mx);
+    }
+  }  // variants
 
   // Floors, measured the same way.
   const double us_empty = step_us(stream, calls, [&](int) {
@@ -369,20 +385,28 @@ void run_config(int len, int splits, int calls) {
 int main(int argc, char** argv) {
   int calls = 24;
   std::vector<std::pair<int, int>> configs;
+  std::vector<Variant> variants;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--calls") == 0) calls = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--variant") == 0) {
+      Variant v;
+      if (std::sscanf(argv[i + 1], "%d,%d", &v.prefetch_keys, &v.dependents_tiles_left) == 2) variants.push_back(v);
+    }
     if (std::strcmp(argv[i], "--config") == 0) {
       int len = 0, splits = 0;
       if (std::sscanf(argv[i + 1], "%d,%d", &len, &splits) == 2) configs.push_back({len, splits});
     }
   }
   if (configs.empty()) configs = {{4096, 16}, {16384, 16}, {16384, 32}, {65536, 16}};
+  // Default: the launch before the overlap (no prefetch, next kernel let in at
+  // the start) and the launcher's defaults.
+  if (variants.empty()) variants = {{0, -1}, {128, 0}};
   for (auto [len, splits] : configs) {
     if (len % (splits * 64) != 0 || splits > dec::kMaxSplits) {
       std::fprintf(stderr, "len must be a multiple of 64 * splits, splits <= %d\n", dec::kMaxSplits);
       return 2;
     }
-    run_config(len, splits, calls);
+    run_config(len, splits, calls, variants);
   }
   return 0;
 }

@@ -2,8 +2,8 @@
 // warpgroup}.cuh) against host computations: TMA tile loads with the 128-byte
 // swizzle completing on an mbarrier, wgmma SS (both operands K-major) and RS (A from
 // registers, B MN-major through the transpose bit) read through sw128 descriptors,
-// and setmaxnreg with a named-barrier hand-off between warpgroups. Skip unless the
-// GPU is sm_90.
+// setmaxnreg with a named-barrier hand-off between warpgroups, and the L2 bulk
+// prefetch (prefetched lines never hide later writes). Skip unless the GPU is sm_90.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -18,6 +18,7 @@
 #include "cuda/common/element.cuh"
 #include "cuda/ptx/math.cuh"
 #include "cuda/ptx/mbarrier.cuh"
+#include "cuda/ptx/prefetch.cuh"
 #include "cuda/ptx/tma.cuh"
 #include "cuda/ptx/warpgroup.cuh"
 #include "cuda/ptx/wgmma.cuh"
@@ -252,6 +253,37 @@ TEST(Sm90Ptx, SetmaxnregAndNamedBarrierHandoff) {
   std::vector<int> got(128);
   dout.download(got.data(), got.size() * 4);
   for (int i = 0; i < 128; ++i) EXPECT_EQ(got[i], 1000 + 127 - i) << i;
+}
+
+// ---------------- L2 bulk prefetch ----------------
+// One prefetch per 256-byte row, up to the allocation's last bytes.
+__global__ void prefetch_rows_kernel(const char* buf, int rows) {
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) ptx::prefetch_l2_bulk(buf + std::size_t(r) * 256, 256);
+}
+
+__global__ void overwrite_kernel(int* buf, int n, int base) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = base + i;
+}
+
+__global__ void read_cg_kernel(const int* buf, int n, int* out) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = __ldcg(buf + i);
+}
+
+// The decode kernel prefetches lines the kernel before it may still write
+// (span_prefetch.cuh): later reads must see those writes.
+TEST(Sm90Ptx, L2BulkPrefetchNeverHidesLaterWrites) {
+  REQUIRE_SM90();
+  constexpr int kRows = 64, kInts = kRows * 256 / 4;
+  DeviceBuffer buf(kRows * 256), out(kRows * 256);
+  int* b = static_cast<int*>(buf.get());
+  overwrite_kernel<<<1, 256>>>(b, kInts, 7);
+  prefetch_rows_kernel<<<1, 64>>>(static_cast<const char*>(buf.get()), kRows);
+  overwrite_kernel<<<1, 256>>>(b, kInts, 1000);
+  read_cg_kernel<<<1, 256>>>(b, kInts, static_cast<int*>(out.get()));
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<int> got(kInts);
+  out.download(got.data(), got.size() * 4);
+  for (int i = 0; i < kInts; ++i) ASSERT_EQ(got[i], 1000 + i) << i;
 }
 
 }  // namespace

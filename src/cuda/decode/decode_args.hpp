@@ -22,6 +22,13 @@ struct DecodeArgs {
   int* split_arrivals = nullptr;
   std::int64_t part_rows = 0;
   int rows_per_kv_head = 0;   // packed query rows sharing a kv head: seqlen_q * gqa_ratio
+  // Programmatic dependent launch (sm90; no effect elsewhere): keys of the
+  // block's split prefetched into L2 before the wait for the previous kernel
+  // (span_prefetch.cuh), and when the block lets the next kernel launch: with
+  // this many key tiles left to compute (0: after its last tile), or, when
+  // negative, right after the wait.
+  int prefetch_keys = 0;
+  int dependents_tiles_left = -1;
 };
 
 // One compiled attention kernel (dtype, head dim, row tiles).

@@ -27,6 +27,7 @@
 #include "cuda/decode/decode_args.hpp"
 #include "cuda/decode/decode_config.hpp"
 #include "cuda/decode/phase_trace.cuh"
+#include "cuda/decode/span_prefetch.cuh"
 #include "cuda/decode/split_combine.cuh"
 #include "cuda/decode/validation.cuh"
 #include "cuda/ptx/atomic.cuh"
@@ -92,14 +93,18 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
   const int g = lane >> 2, t4 = lane & 3;
   const int wl = a.window_left, wr = a.window_right;
 
-  // Launched as a programmatic dependent (sm90): everything below may read what
-  // the previous kernel on the stream wrote (the appended keys, q, the tables).
-  // The next kernel may be scheduled as soon as every block is past this point;
-  // it waits for this grid's completion the same way.
+  const int i_first = row0 / gq, i_last = (row0 + rows - 1) / gq;
+
+  // Launched as a programmatic dependent (sm90): everything after the wait may
+  // read what the previous kernel on the stream wrote (the appended keys, q,
+  // the tables); before it, only L2 prefetches of the split's first keys. The
+  // next kernel may be scheduled once every block has let it (see
+  // dependents_tiles_left); it waits for this grid's completion the same way.
   PhaseTrace trace;
   trace.stamp(kPhaseEntry);
+  if (args.prefetch_keys > 0) prefetch_split_start<BN, kThreads>(args, b, hk, split, i_first, i_last);
   ptx::wait_prior_grids();
-  ptx::allow_dependent_launch();
+  if (args.dependents_tiles_left < 0) ptx::allow_dependent_launch();
   trace.stamp(kPhaseStart);
 
   // Q first: it does not depend on the cache length, whose load starts the
@@ -128,7 +133,6 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
 
   // Keys the block's rows can see (visible ranges grow with the position),
   // and this split's share of them.
-  const int i_first = row0 / gq, i_last = (row0 + rows - 1) / gq;
   const VisibleRange vis_first = visible_keys(i_first, a.seqlen_q, seqlen_k, wl, wr);
   const VisibleRange vis_last = visible_keys(i_last, a.seqlen_q, seqlen_k, wl, wr);
   KeySpan span{0, 0};
@@ -136,6 +140,8 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
   const int tile0 = span.lo / BN * BN;
   const int n_tiles = span.lo < span.hi ? (span.hi - tile0 + BN - 1) / BN : 0;
   trace.stamp_after(kPhaseSpan, n_tiles);
+  // The iteration that lets the next kernel launch (n_tiles: after the loop).
+  const int dependents_at = args.dependents_tiles_left < 0 ? -1 : max(n_tiles - args.dependents_tiles_left, 0);
 
   // ---- producers: K/V tiles (Q is in flight already) ----
   const std::uint32_t k_s = ptx::smem_u32(sm.ring.tiles.k[0]);
@@ -311,6 +317,7 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
     // stage the next prefetch overwrites (it held tile it - 1).
     __syncthreads();
     if (it == 0) trace.stamp(kPhaseFirstTile);
+    if (it == dependents_at) ptx::allow_dependent_launch();
     const int next = it + S - 1;
     if (next < n_tiles) {
       // Every thread is past its issues of earlier tiles (the barrier above),
@@ -356,6 +363,7 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
   // common/lse_merge.hpp, written with the exp2/log2/rcp instructions (this
   // runs once per block, on the critical path of a batch-1 step). A row no
   // warp saw a key of has M = -inf: L = 0, O = 0, LSE = -inf.
+  if (dependents_at >= n_tiles) ptx::allow_dependent_launch();
   ptx::cp_async_wait_group<0>();
   __syncthreads();  // the ring becomes the merge buffer
   trace.stamp(kPhaseLoopEnd);

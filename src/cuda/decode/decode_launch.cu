@@ -67,6 +67,34 @@ int forced_warps() {
   return w;
 }
 
+// Programmatic-launch overlap of consecutive steps on sm90 (DecodeArgs,
+// span_prefetch.cuh): keys each block prefetches into L2 before its wait, and
+// how many key tiles before its end it lets the next kernel launch. The next
+// kernel's blocks then arrive while this grid's last blocks merge, when HBM is
+// mostly idle, instead of idling beside its main loop (docs/kvcache.md, sixth
+// round). FLASHPP_DECODE_PREFETCH=<keys> and FLASHPP_DECODE_DEPENDENTS=<tiles,
+// or -1 for right after the wait> override them (tuning runs).
+constexpr int kPrefetchKeys = 128;
+constexpr int kDependentsTilesLeft = 0;
+
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0') return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  return *end == '\0' && v >= -1 && v <= (1 << 20) ? int(v) : fallback;
+}
+
+int prefetch_keys() {
+  static const int k = env_int("FLASHPP_DECODE_PREFETCH", kPrefetchKeys);
+  return k;
+}
+
+int dependents_tiles_left() {
+  static const int t = env_int("FLASHPP_DECODE_DEPENDENTS", kDependentsTilesLeft);
+  return t;
+}
+
 // Paged caches with pages smaller than the 4-warp tile: their per-row page
 // lookups make the tile loop issue-bound, and 8 warps per block measured 3-5%
 // faster there (batch 1 and 16, page 16). Elsewhere the 4-warp kernel is as fast
@@ -240,6 +268,10 @@ void run(const KVCacheParams& p, void* workspace, std::size_t, void* stream_ptr,
   args.p = p;
   args.part_rows = part_rows(p);
   args.rows_per_kv_head = s.rows;
+  if (dependent) {
+    args.prefetch_keys = std::max(prefetch_keys(), 0);
+    args.dependents_tiles_left = dependents_tiles_left();
+  }
   if (p.num_splits > 1) {
     const SplitScratch w = split_scratch(p, s);
     char* base = static_cast<char*>(workspace);
