@@ -7,8 +7,8 @@
 #   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench tiles pytest profile suite decode probe"
 #                         (default: build test sanitize demo bench profile)
 #   FLASHPP_DECODE_ARGS   arguments of the decode step's flashpp_decode_bench (default --quick)
-#   FLASHPP_PROBE         the probe step runs this script (default scripts/device_probe.sh)
-#                         with BUILD, OUT and PYTHONPATH set; its output is probe.txt
+#   FLASHPP_PROBE         the probe step runs these scripts, in order (default scripts/device_probe.sh)
+#                         with BUILD, OUT and PYTHONPATH set; their output is probe.txt
 #   FLASHPP_DEVICE_TUNING=1 builds the Hopper forward's second tile variant
 #                         (FLASHPP_SM90_TUNING); the tiles step tests and times it
 #   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
@@ -185,9 +185,11 @@ if has_step probe; then
   echo "== probe =="
   pkg=/tmp/flashpp_py
   rm -rf "$pkg" && mkdir -p "$pkg" && cp -r python/flashpp "$pkg/" && cp "$build"/python/_core*.so "$pkg/flashpp/" 2>/dev/null
-  BUILD="$build" OUT="$out" PYTHONPATH="$pkg" timeout "$(allow 400)" bash "${FLASHPP_PROBE:-scripts/device_probe.sh}" \
-    >"$out/probe.txt" 2>&1
-  note probe "rc $?; probe.txt"
+  for script in ${FLASHPP_PROBE:-scripts/device_probe.sh}; do
+    echo "##### $script" >>"$out/probe.txt"
+    BUILD="$build" OUT="$out" PYTHONPATH="$pkg" timeout "$(allow 400)" bash "$script" >>"$out/probe.txt" 2>&1
+    note probe "$script rc $?; probe.txt"
+  done
 fi
 
 {

@@ -83,12 +83,18 @@ int main(int argc, char** argv) {
   std::string json_path;
   int reps = 10;
   bool quick = false, grid = false, fwd_only = false;
+  int only_d = 0, only_n = 0, only_causal = 0;  // --only hdim,N,causal: one config (profiling)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--grid")) grid = true;
     else if (!std::strcmp(argv[i], "--fwd-only")) fwd_only = true;
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc &&
+             std::sscanf(argv[++i], "%d,%d,%d", &only_d, &only_n, &only_causal) != 3) {
+      std::fprintf(stderr, "--only wants hdim,N,causal (for example 128,16384,0)\n");
+      return 2;
+    }
   }
   std::vector<Config> configs = {{64, 2048, false},   {64, 16384, false},  {128, 1024, false}, {128, 4096, false},
                                  {128, 16384, false}, {128, 16384, true}, {256, 16384, false}};
@@ -100,6 +106,11 @@ int main(int argc, char** argv) {
       for (bool causal : {false, true})
         for (int n = 512; n <= 16384; n *= 2) configs.push_back({d, n, causal});
   }
+  if (only_d != 0 && (only_d < 1 || only_d > 256 || only_n < 1 || only_n > 16384)) {
+    std::fprintf(stderr, "--only: hdim must be in 1..256 and N in 1..16384 (batch = 16384 / N)\n");
+    return 2;
+  }
+  if (only_d != 0) configs = {{only_d, only_n, only_causal != 0}};
   FILE* js = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
   if (js) std::fprintf(js, "[\n");
   std::printf("%-6s %-6s %-6s %10s %10s %10s %10s %12s %12s\n", "hdim", "N", "causal", "fwd ms", "fwd TF/s", "bwd ms",

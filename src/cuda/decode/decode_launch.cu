@@ -69,13 +69,15 @@ int forced_warps() {
 
 // Programmatic-launch overlap of consecutive steps on sm90 (DecodeArgs,
 // span_prefetch.cuh): keys each block prefetches into L2 before its wait, and
-// how many key tiles before its end it lets the next kernel launch. The next
-// kernel's blocks then arrive while this grid's last blocks merge, when HBM is
-// mostly idle, instead of idling beside its main loop (docs/kvcache.md, sixth
-// round). FLASHPP_DECODE_PREFETCH=<keys> and FLASHPP_DECODE_DEPENDENTS=<tiles,
-// or -1 for right after the wait> override them (tuning runs).
-constexpr int kPrefetchKeys = 128;
-constexpr int kDependentsTilesLeft = 0;
+// how many key tiles before its end it lets the next kernel launch, so the next
+// kernel's first tiles are read while this grid's last blocks merge. Off by
+// default: the same-run A/B of docs/kvcache.md ("Sixth round") found no gain
+// beyond run-to-run spread through the library's launcher (batch 1 / 16K:
+// 22.0 us off, 22.6-23.0 us with 128 or 256 keys). FLASHPP_DECODE_PREFETCH=<keys>
+// and FLASHPP_DECODE_DEPENDENTS=<tiles, or -1 for right after the wait>
+// override them (tuning runs).
+constexpr int kPrefetchKeys = 0;
+constexpr int kDependentsTilesLeft = -1;
 
 int env_int(const char* name, int fallback) {
   const char* e = std::getenv(name);
