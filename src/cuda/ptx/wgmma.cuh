@@ -38,6 +38,24 @@ __device__ __forceinline__ std::uint64_t sw128_desc(std::uint32_t smem_addr, std
   return d;
 }
 
+// A descriptor built once and moved along its tile: at(bytes) is the descriptor of
+// the same layout starting `bytes` (a multiple of 16) further. Only the 14-bit
+// address field changes, with one 32-bit add and no re-encoding, which keeps the
+// per-wgmma work in a kernel's inner loop to that add (uniform registers when the
+// base is warp-uniform). The shifted address must stay below 256 KB, where the
+// field cannot carry into the leading-byte offset: true of any shared-memory
+// address of one block.
+struct Sw128Desc {
+  std::uint32_t lo = 0, hi = 0;
+  __device__ __forceinline__ static Sw128Desc make(std::uint32_t smem_addr, std::uint32_t lbo, std::uint32_t sbo) {
+    const std::uint64_t d = sw128_desc(smem_addr, lbo, sbo);
+    return {std::uint32_t(d), std::uint32_t(d >> 32)};
+  }
+  __device__ __forceinline__ std::uint64_t at(std::uint32_t bytes) const {
+    return (std::uint64_t(hi) << 32) | (lo + (bytes >> 4));
+  }
+};
+
 #if FLASHPP_SM90_ENABLED
 // Orders register accesses before the first wgmma of a sequence that reads or
 // writes those registers (accumulators touched by ordinary instructions).

@@ -70,6 +70,32 @@ __device__ __forceinline__ KeyTiles key_tiles(const SeqRows& seq, int m0, int ro
   return t;
 }
 
+// A varlen sequence's bounds come from loads the compiler must treat as
+// per-thread; broadcasting them from lane 0 (one shuffle per field, once per
+// tile) makes the key-tile loop's control, and with it the ring stage and the
+// descriptors derived from it, warp-uniform, so they live in uniform registers.
+__device__ __forceinline__ SeqRows warp_uniform_rows(const AttnParams& p, int b) {
+  SeqRows s = sequence_rows(p, b);
+  if (p.cu_seqlens_q != nullptr) {
+    s.len_q = __shfl_sync(0xffffffffu, s.len_q, 0);
+    s.len_k = __shfl_sync(0xffffffffu, s.len_k, 0);
+    s.q0 = __shfl_sync(0xffffffffu, s.q0, 0);
+    s.k0 = __shfl_sync(0xffffffffu, s.k0, 0);
+    s.q_global0 = __shfl_sync(0xffffffffu, s.q_global0, 0);
+  }
+  return s;
+}
+
+// op-reduction of v[0..N) as a balanced tree (v is overwritten).
+template <int N, typename Op>
+__device__ __forceinline__ float tree_reduce(float (&v)[N], Op op) {
+#pragma unroll
+  for (int w = 1; w < N; w *= 2)
+#pragma unroll
+    for (int j = 0; j + w < N; j += 2 * w) v[j] = op(v[j], v[j + w]);
+  return v[0];
+}
+
 // Ring position of the K/V pipeline, advanced identically by producer and consumers.
 template <int Stages>
 struct RingPos {
@@ -80,6 +106,13 @@ struct RingPos {
       stage = 0;
       phase ^= 1u;
     }
+  }
+  // The consumers' form (whole warps only): the stage broadcast from lane 0, so
+  // the compiler keeps it, and every descriptor offset computed from it, in
+  // uniform registers (otherwise each wgmma re-derives its descriptor per thread).
+  __device__ __forceinline__ void advance_warp() {
+    advance();
+    stage = __shfl_sync(0xffffffffu, stage, 0);
   }
 };
 
@@ -94,7 +127,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t base = (ptx::smem_u32(smem_raw) + 1023u) & ~1023u;
-  const int wg = threadIdx.x / 128;
+  // Broadcast from lane 0: the compiler then knows the warpgroup index is
+  // warp-uniform, so the branches on it stay uniform and the consumers' descriptor
+  // arithmetic runs on uniform registers (per-thread, every wgmma paid ~8 integer
+  // instructions and register-to-uniform moves to re-encode its descriptors).
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
 
   if (threadIdx.x == 0) {
     ptx::mbarrier_init(base + L::q_full, 1);
@@ -174,24 +211,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto turn_pass = [&] { ptx::named_barrier_arrive(kPingpongBarrier + (c ^ 1), 128 * kConsumers); };
     if (c == 1) ptx::named_barrier_arrive(kPingpongBarrier, 128 * kConsumers);  // consumer 0 goes first
 
+    // Descriptors of this consumer's Q rows and of stage 0's K and V tiles; the
+    // k-steps and stages are offsets from them.
+    const ptx::Sw128Desc q_desc = ptx::Sw128Desc::make(base + c * 64 * 128, 16, 1024);
+    const ptx::Sw128Desc k_desc = ptx::Sw128Desc::make(base + L::k, 16, 1024);
+    const ptx::Sw128Desc v_desc = ptx::Sw128Desc::make(base + L::v, BN * 128, 1024);
     auto gemm_s = [&](float (&s)[BN / 2], int stage) {
+      const std::uint32_t stage_off = stage * L::kv_bytes;
       ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const std::uint32_t off = (kk % 4) * 32u;  // k-step inside a 64-column panel
-        const std::uint64_t da = ptx::sw128_desc(base + (kk / 4) * BM * 128 + c * 64 * 128 + off, 16, 1024);
-        const std::uint64_t db = ptx::sw128_desc(base + L::k + stage * L::kv_bytes + (kk / 4) * BN * 128 + off, 16, 1024);
-        ptx::Wgmma<T, BN>::template ss<0, 0>(s, da, db, kk > 0 ? 1 : 0);
+        ptx::Wgmma<T, BN>::template ss<0, 0>(s, q_desc.at((kk / 4) * BM * 128 + off),
+                                             k_desc.at(stage_off + (kk / 4) * BN * 128 + off), kk > 0 ? 1 : 0);
       }
       ptx::wgmma_commit();
     };
     auto gemm_o = [&](float (&o)[D / 2], const std::uint32_t (&pa)[BN / 16][4], int stage) {
+      const std::uint32_t stage_off = stage * L::kv_bytes;
       ptx::wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        const std::uint64_t db = ptx::sw128_desc(base + L::v + stage * L::kv_bytes + kk * 16 * 128, BN * 128, 1024);
-        ptx::Wgmma<T, D>::template rs<1>(o, pa[kk], db, 1);
-      }
+      for (int kk = 0; kk < BN / 16; ++kk) ptx::Wgmma<T, D>::template rs<1>(o, pa[kk], v_desc.at(stage_off + kk * 16 * 128), 1);
       ptx::wgmma_commit();
     };
     auto release = [&](std::uint32_t bar) {
@@ -202,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     std::uint32_t q_iter = 0;
     for (int tile = blockIdx.x; tile < order.count; tile += gridDim.x) {
       const TileCoord tc = order.at(tile);
-      const SeqRows seq = sequence_rows(p, tc.b);
+      const SeqRows seq = warp_uniform_rows(p, tc.b);
       const int m0 = tc.m_block * BM;
       if (m0 >= seq.len_q) continue;
       const int rows_q = min(BM, seq.len_q - m0);
@@ -235,25 +275,29 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
-          float mx = -INFINITY;
+          // Row max and row sum as trees (depth log2(BN / 4) instead of a chain of
+          // BN / 4 dependent instructions): this runs between a GEMM's end and the
+          // next issue of this consumer, where latency, not throughput, counts.
+          float part_max[BN / 8];
 #pragma unroll
-          for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hh], s[4 * j + 2 * hh + 1]));
+          for (int j = 0; j < BN / 8; ++j) part_max[j] = fmaxf(s[4 * j + 2 * hh], s[4 * j + 2 * hh + 1]);
+          float mx = tree_reduce<BN / 8>(part_max, [](float a, float b) { return fmaxf(a, b); });
           mx = fmaxf(quad_max(mx) * mul, row_max[hh]);
           // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps
           // its exponents at -inf (probability 0) instead of NaN.
           const float base_hh = mx == -INFINITY ? 0.f : mx;
           corr[hh] = ptx::ex2_approx(row_max[hh] - base_hh);
           row_max[hh] = mx;
-          float part = row_sum[hh] * corr[hh];
+          float part_sum[BN / 8];
 #pragma unroll
-          for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const float pr = ptx::ex2_approx(fmaf(s[4 * j + 2 * hh + e], mul, -base_hh));
-              s[4 * j + 2 * hh + e] = pr;
-              part += pr;
-            }
-          row_sum[hh] = part;
+          for (int j = 0; j < BN / 8; ++j) {
+            const float p0 = ptx::ex2_approx(fmaf(s[4 * j + 2 * hh], mul, -base_hh));
+            const float p1 = ptx::ex2_approx(fmaf(s[4 * j + 2 * hh + 1], mul, -base_hh));
+            s[4 * j + 2 * hh] = p0;
+            s[4 * j + 2 * hh + 1] = p1;
+            part_sum[j] = p0 + p1;
+          }
+          row_sum[hh] = fmaf(row_sum[hh], corr[hh], tree_reduce<BN / 8>(part_sum, [](float a, float b) { return a + b; }));
         }
       };
       auto rescale = [&](const float (&corr)[2]) {
@@ -294,7 +338,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         softmax(s, n, corr);
         to_a(s, pa);
         RingPos<ST> pv = ring;
-        ring.advance();
+        ring.advance_warp();
 
         for (--n; n >= kt.lo; --n) {
           ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
@@ -314,7 +358,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           rescale(corr);
           to_a(s, pa);
           pv = ring;
-          ring.advance();
+          ring.advance_warp();
         }
 
         ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
