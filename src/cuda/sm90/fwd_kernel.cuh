@@ -5,9 +5,13 @@
 //             per tile and K/V through a `stages`-deep ring of full/empty mbarriers;
 //   consumers (warpgroups 1, 2, 240 registers): 64 query rows each. Per key tile a
 //             consumer issues S_next = Q K^T (wgmma SS) and O += P V (wgmma RS, P from
-//             registers) back to back, then runs the softmax of S_next while the PV
-//             product is still in flight. Two named barriers alternate the consumers'
-//             GEMM issue (pingpong), so one's softmax overlaps the other's GEMMs.
+//             registers) back to back, then the softmax of S_next. Two named barriers
+//             alternate the consumers' GEMM issue (pingpong), so one's softmax overlaps
+//             the other's GEMMs. (The source waits for the PV product only after the
+//             softmax, but ptxas moves that wait to the softmax's start: packing P
+//             early, interleaved with the exponentials, is how it fits the tile in 240
+//             registers; forcing the order makes it serialize every wgmma, C7512.
+//             See docs/hopper_forward.md.)
 // Key tiles are walked from the last visible one down, so the tiles needing masks
 // (the causal diagonal, the sequence end) come first and the rest run unmasked.
 // Normalization is deferred to the epilogue, which writes O and the LSE.
@@ -70,22 +74,6 @@ __device__ __forceinline__ KeyTiles key_tiles(const SeqRows& seq, int m0, int ro
   return t;
 }
 
-// A varlen sequence's bounds come from loads the compiler must treat as
-// per-thread; broadcasting them from lane 0 (one shuffle per field, once per
-// tile) makes the key-tile loop's control, and with it the ring stage and the
-// descriptors derived from it, warp-uniform, so they live in uniform registers.
-__device__ __forceinline__ SeqRows warp_uniform_rows(const AttnParams& p, int b) {
-  SeqRows s = sequence_rows(p, b);
-  if (p.cu_seqlens_q != nullptr) {
-    s.len_q = __shfl_sync(0xffffffffu, s.len_q, 0);
-    s.len_k = __shfl_sync(0xffffffffu, s.len_k, 0);
-    s.q0 = __shfl_sync(0xffffffffu, s.q0, 0);
-    s.k0 = __shfl_sync(0xffffffffu, s.k0, 0);
-    s.q_global0 = __shfl_sync(0xffffffffu, s.q_global0, 0);
-  }
-  return s;
-}
-
 // op-reduction of v[0..N) as a balanced tree (v is overwritten).
 template <int N, typename Op>
 __device__ __forceinline__ float tree_reduce(float (&v)[N], Op op) {
@@ -106,13 +94,6 @@ struct RingPos {
       stage = 0;
       phase ^= 1u;
     }
-  }
-  // The consumers' form (whole warps only): the stage broadcast from lane 0, so
-  // the compiler keeps it, and every descriptor offset computed from it, in
-  // uniform registers (otherwise each wgmma re-derives its descriptor per thread).
-  __device__ __forceinline__ void advance_warp() {
-    advance();
-    stage = __shfl_sync(0xffffffffu, stage, 0);
   }
 };
 
@@ -242,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     std::uint32_t q_iter = 0;
     for (int tile = blockIdx.x; tile < order.count; tile += gridDim.x) {
       const TileCoord tc = order.at(tile);
-      const SeqRows seq = warp_uniform_rows(p, tc.b);
+      const SeqRows seq = sequence_rows(p, tc.b);
       const int m0 = tc.m_block * BM;
       if (m0 >= seq.len_q) continue;
       const int rows_q = min(BM, seq.len_q - m0);
@@ -338,12 +319,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         softmax(s, n, corr);
         to_a(s, pa);
         RingPos<ST> pv = ring;
-        ring.advance_warp();
+        ring.advance();
 
         for (--n; n >= kt.lo; --n) {
           ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
           turn_sync();
           gemm_s(s, ring.stage);
+          rescale(corr);  // by the previous softmax's factors, while S = Q K^T runs
           ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
           gemm_o(o, pa, pv.stage);
           turn_pass();
@@ -355,12 +337,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           ptx::wgmma_wait<0>();
           ptx::fence_registers(o);
           release(base + L::v_empty(pv.stage));
-          rescale(corr);
           to_a(s, pa);
           pv = ring;
-          ring.advance_warp();
+          ring.advance();
         }
 
+        rescale(corr);
         ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
         turn_sync();
         gemm_o(o, pa, pv.stage);
