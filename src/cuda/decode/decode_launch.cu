@@ -71,9 +71,10 @@ int forced_warps() {
 // span_prefetch.cuh): keys each block prefetches into L2 before its wait, and
 // how many key tiles before its end it lets the next kernel launch, so the next
 // kernel's first tiles are read while this grid's last blocks merge. Off by
-// default: the same-run A/B of docs/kvcache.md ("Sixth round") found no gain
-// beyond run-to-run spread through the library's launcher (batch 1 / 16K:
-// 22.0 us off, 22.6-23.0 us with 128 or 256 keys). FLASHPP_DECODE_PREFETCH=<keys>
+// default: the same-run A/B of docs/kvcache.md ("Sixth round") found at most
+// -1.4% at batch 1 / 16K (21.8 -> 21.5 us with 256 keys, 4 tiles), and 64K
+// slower and noisier (the prefetch competes with the running step for HBM).
+// FLASHPP_DECODE_PREFETCH=<keys>
 // and FLASHPP_DECODE_DEPENDENTS=<tiles, or -1 for right after the wait>
 // override them (tuning runs).
 constexpr int kPrefetchKeys = 0;
