@@ -108,26 +108,28 @@ if has_step bench; then
 fi
 
 if has_step tiles; then
-  echo "== Hopper forward, tile variant 1 (tuning build) =="
-  # Correctness first: the forward cases with variant 1, then both variants timed
-  # back to back in this run.
-  FLASHPP_SM90_TILES=1 timeout "$(allow 120)" "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 \
-    >"$out/tiles.log" 2>&1
-  rc=$?
-  note "tiles test" "rc $rc; $(grep -E "PASSED|FAILED" "$out/tiles.log" | head -2 | tr '\n' ' ')"
-  for v in 0 1; do
+  echo "== Hopper forward, forced tile variants (tuning build) =="
+  # Correctness first: the forward cases with each variant forced (head dims without
+  # the variant run the rule's), then every variant timed back to back in this run.
+  : >"$out/tiles.log"
+  for v in 0 1 2; do
+    FLASHPP_SM90_TILES=$v timeout "$(allow 120)" "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 \
+      >>"$out/tiles.log" 2>&1
+    note "tiles test $v" "rc $?; $(grep -E "PASSED|FAILED" "$out/tiles.log" | tail -2 | tr '\n' ' ')"
+  done
+  for v in 0 1 2; do
     FLASHPP_SM90_TILES=$v timeout "$(allow 100)" "$build/tests/cuda/flashpp_cuda_bench" --grid --fwd-only --reps 10 \
       --json "$out/tiles$v.json" >>"$out/tiles.log" 2>&1
     note "tiles $v" "rc $?"
   done
-  python3 - "$out/tiles0.json" "$out/tiles1.json" <<'PY' | tee -a "$out/summary.txt"
+  python3 - "$out"/tiles0.json "$out"/tiles1.json "$out"/tiles2.json <<'PY' | tee -a "$out/summary.txt"
 import json, sys
-a, b = (json.load(open(f)) for f in sys.argv[1:3])
-print("| hdim | N | causal | v0 TF/s | v1 TF/s | v1/v0 |")
-print("|---|---|---|---|---|---|")
-for x, y in zip(a, b):
+a, b, c = (json.load(open(f)) for f in sys.argv[1:4])
+print("| hdim | N | causal | v0 TF/s | v1 TF/s | v2 TF/s | v1/v0 | v2/v0 |")
+print("|---|---|---|---|---|---|---|---|")
+for x, y, z in zip(a, b, c):
     print(f"| {x['hdim']} | {x['seqlen']} | {x['causal']} | {x['fwd_tflops']:.1f} | {y['fwd_tflops']:.1f} | "
-          f"{y['fwd_tflops'] / x['fwd_tflops']:.3f} |")
+          f"{z['fwd_tflops']:.1f} | {y['fwd_tflops'] / x['fwd_tflops']:.3f} | {z['fwd_tflops'] / x['fwd_tflops']:.3f} |")
 PY
 fi
 

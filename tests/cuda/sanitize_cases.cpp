@@ -48,6 +48,7 @@ int main() {
       make(32, false, false, -1, 0.f, false, DType::f16),  make(64, true, false, -1, 0.f, false, DType::bf16),
       make(96, false, true, 40, 0.f, true, DType::f16),    make(128, true, true, -1, 0.f, true, DType::bf16),
       make(192, false, false, -1, 8.f, false, DType::bf16), make(256, true, false, 64, 0.f, false, DType::f16),
+      make(64, false, false, 30, 0.f, true, DType::f16),
   };
   int failed = 0, index = 0;
   for (const AttnCase& c : cases) {

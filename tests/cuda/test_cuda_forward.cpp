@@ -70,9 +70,10 @@ TEST(CudaForward, MultiTileCases) {
 }
 
 // Key lengths from which the Hopper forward switches to its wide key tile
-// (fwd_long_keys_from in src/cuda/sm90/fwd_tiles.hpp: 4096 at head dims 64
-// and 128, 8192 at 256): fixed length and varlen, causal and not, with a
-// ragged last key tile. On other GPUs these are long FA2 cases.
+// (fwd_default_variant in src/cuda/sm90/fwd_tiles.hpp: 4096 at head dim 128,
+// 8192 at 256; head dim 64 keeps one tile and runs the same lengths): fixed
+// length and varlen, causal and not, with a ragged last key tile. On other
+// GPUs these are long FA2 cases.
 TEST(CudaForward, LongKeyCases) {
   FLASHPP_REQUIRE_GPU();
   int index = 0;

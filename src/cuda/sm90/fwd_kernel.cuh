@@ -3,11 +3,12 @@
 // (query block, head, batch) tiles in a fixed order; per block three warpgroups:
 //   producer  (warpgroup 0, 24 registers): one thread issues every TMA load, Q once
 //             per tile and K/V through a `stages`-deep ring of full/empty mbarriers;
-//   consumers (warpgroups 1, 2, 240 registers): 64 query rows each. Per key tile a
-//             consumer issues S_next = Q K^T (wgmma SS) and O += P V (wgmma RS, P from
-//             registers) back to back, then the softmax of S_next. Two named barriers
-//             alternate the consumers' GEMM issue (pingpong), so one's softmax overlaps
-//             the other's GEMMs. (The source waits for the PV product only after the
+//   consumers (warpgroups 1..C, C = 2 or 3; 240 or 160 registers): 64 query rows each.
+//             Per key tile a consumer issues S_next = Q K^T (wgmma SS) and O += P V
+//             (wgmma RS, P from registers) back to back, then the softmax of S_next.
+//             One named barrier per consumer passes the right to issue GEMMs around
+//             the consumers in turn (pingpong), so one's softmax overlaps the others'
+//             GEMMs. (The source waits for the PV product only after the
 //             softmax, but ptxas moves that wait to the softmax's start: packing P
 //             early, interleaved with the exponentials, is how it fits the tile in 240
 //             registers; forcing the order makes it serialize every wgmma, C7512.
@@ -37,9 +38,10 @@
 
 namespace flashpp::cuda::sm90 {
 
-// Named barriers 1 and 2: "consumer 0 / 1 may issue its GEMMs".
+// Named barriers 1..C: "consumer c may issue its GEMMs". Each is met by two
+// warpgroups: the consumer waiting for its turn and the one handing it over.
 inline constexpr int kPingpongBarrier = 1;
-inline constexpr std::uint32_t kConsumerWarps = 4 * kConsumers;
+inline constexpr std::uint32_t kTurnThreads = 2 * 128;
 
 // Byte offsets of the block's shared memory, from a 1024-aligned base.
 template <int D, int V>
@@ -99,11 +101,12 @@ struct RingPos {
 
 // V: the tile variant (fwd_tiles.hpp).
 template <typename T, int D, int V>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
     fwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ FwdMaps maps) {
 #if FLASHPP_SM90_ENABLED
   constexpr FwdTiles kT = fwd_tiles(D, V);
-  constexpr int BM = kT.block_m, BN = kT.block_n, ST = kT.stages, PANELS = panels(D);
+  constexpr int BM = kT.block_m, BN = kT.block_n, ST = kT.stages, PANELS = panels(D), NC = kT.consumers;
+  constexpr std::uint32_t kConsumerWarps = 4 * NC;
   using L = FwdLayout<D, V>;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -132,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (wg == 0) {
     // ---------------- producer ----------------
-    ptx::setmaxnreg_dec<24>();
+    ptx::setmaxnreg_dec<kProducerRegisters>();
     if (threadIdx.x == 0) {
       ptx::tma_prefetch_map(&maps.q);
       ptx::tma_prefetch_map(&maps.k);
@@ -178,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     // ---------------- consumers ----------------
-    ptx::setmaxnreg_inc<240>();
+    ptx::setmaxnreg_inc<consumer_registers(kT)>();
     const int c = wg - 1;
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
     const int g = lane >> 2, t4 = lane & 3;
@@ -188,9 +191,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool fold = smap.folds();
     const float mul = fold ? smap.log2sc : 1.f;
 
-    auto turn_sync = [&] { ptx::named_barrier_sync(kPingpongBarrier + c, 128 * kConsumers); };
-    auto turn_pass = [&] { ptx::named_barrier_arrive(kPingpongBarrier + (c ^ 1), 128 * kConsumers); };
-    if (c == 1) ptx::named_barrier_arrive(kPingpongBarrier, 128 * kConsumers);  // consumer 0 goes first
+    const int next = c + 1 == NC ? 0 : c + 1;
+    auto turn_sync = [&] { ptx::named_barrier_sync(kPingpongBarrier + c, kTurnThreads); };
+    auto turn_pass = [&] { ptx::named_barrier_arrive(kPingpongBarrier + next, kTurnThreads); };
+    if (c == NC - 1) ptx::named_barrier_arrive(kPingpongBarrier, kTurnThreads);  // consumer 0 goes first
 
     // Descriptors of this consumer's Q rows and of stage 0's K and V tiles; the
     // k-steps and stages are offsets from them.
@@ -377,8 +381,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
-    // Consumer 1 passed the turn once more than consumer 0 took it; take it so the
-    // barrier ends the kernel balanced.
+    // The last consumer passed the turn to consumer 0 once more than consumer 0
+    // took it; take it so the barrier ends the kernel balanced.
     if (c == 0) turn_sync();
   }
 #endif

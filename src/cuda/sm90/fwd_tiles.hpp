@@ -1,17 +1,17 @@
 #pragma once
-// Tile sizes of the Hopper (sm90a) forward, one row per compiled head dim.
-// A block is 3 warpgroups: one producer (TMA) and two consumers, each consumer
-// owning 64 of the block's 128 query rows. K and V stream through `stages`
-// shared-memory buffers. Every tile is stored as 64-column panels of 128-byte
-// rows (the 128-byte swizzle atom), so head dims round up to a multiple of 64
-// in shared memory; TMA fills the columns past the head dim with zeros.
+// Tile sizes of the Hopper (sm90a) forward, one row per compiled head dim and
+// variant. A block is one producer warpgroup (TMA) and two or three consumer
+// warpgroups, each consumer owning 64 of the block's query rows. K and V stream
+// through `stages` shared-memory buffers. Every tile is stored as 64-column
+// panels of 128-byte rows (the 128-byte swizzle atom), so head dims round up to
+// a multiple of 64 in shared memory; TMA fills the columns past the head dim
+// with zeros.
 #include <cstddef>
 
 namespace flashpp::cuda::sm90 {
 
 inline constexpr std::size_t kSmemLimit = 227 * 1024;
-inline constexpr int kConsumers = 2;
-inline constexpr int kThreads = 128 * (1 + kConsumers);
+inline constexpr int kProducerRegisters = 24;
 
 // Head dims this family is compiled for (others round up).
 inline constexpr int kHeadDims[] = {64, 96, 128, 192, 256};
@@ -24,49 +24,77 @@ constexpr int round_head_dim(int d) {
 
 struct FwdTiles {
   int head_dim;
-  int block_m;  // query rows per block (64 per consumer warpgroup)
-  int block_n;  // keys per K/V tile: the N of S = Q K^T, the K of O += P V
-  int stages;   // K/V buffers
+  int block_m;    // query rows per block (64 per consumer warpgroup)
+  int block_n;    // keys per K/V tile: the N of S = Q K^T, the K of O += P V
+  int stages;     // K/V buffers
+  int consumers;  // consumer warpgroups (block_m / 64)
 };
 
-// Two rows per head dim. Variant 0 (key tile 128, or 3 stages at d=64) is the
-// default; variant 1 widens the key tile to what the register budget allows
-// with 2 stages, which halves the per-tile softmax/barrier overhead on long
-// rows but leaves more of the last wave idle and costs more on short ones.
-// fwd_long_keys_from(d) says from which key length variant 1 runs; it is 0 for
-// head dims where variant 1 was not measured ahead (docs/tuning.md). Tuning
-// builds (-DFLASHPP_SM90_TUNING=ON) compile variant 1 for every head dim and
-// let FLASHPP_SM90_TILES=0/1 force either one.
-inline constexpr int kTileVariants = 2;
+constexpr int fwd_threads(const FwdTiles& t) { return 128 * (1 + t.consumers); }
+// Registers a consumer thread raises itself to (setmaxnreg): what the register
+// file leaves after the producer's 24, rounded down to a multiple of 8.
+constexpr int consumer_registers(const FwdTiles& t) {
+  const int fit = (65536 - 128 * kProducerRegisters) / (128 * t.consumers) / 8 * 8;
+  return fit < 240 ? fit : 240;  // 240: the most setmaxnreg grants
+}
 
-constexpr int fwd_long_keys_from(int d) {
+// Variants per head dim. Variant 0 (key tile 128, or 3 stages at d=64) is the
+// default for short keys; variant 1 widens the key tile to what the register
+// budget allows with 2 stages, which halves the per-tile softmax/barrier
+// overhead on long rows but leaves more of the last wave idle and costs more on
+// short ones. Variant 2 (head dim 64 only) is three consumers of 64 rows (a
+// 192-row block): with the softmax per FLOP twice hdim 128's, a third
+// warpgroup gives the tensor pipe one more GEMM stream to switch to while two
+// run their softmax; at 160 registers per consumer it fits only d = 64.
+// fwd_default_variant() is the rule; tuning builds (-DFLASHPP_SM90_TUNING=ON)
+// compile every variant and let FLASHPP_SM90_TILES=0/1/2 force one.
+inline constexpr int kTileVariants = 3;
+
+constexpr FwdTiles fwd_tiles(int d, int variant = 0) {
+  if (variant == 2) {
+    switch (d) {
+      case 64: return {64, 192, 128, 3, 3};
+      default: return {0, 0, 0, 0, 0};
+    }
+  }
+  if (variant == 1) {
+    switch (d) {
+      case 64: return {64, 128, 192, 2, 2};
+      case 96: return {96, 128, 160, 2, 2};
+      case 128: return {128, 128, 176, 2, 2};
+      case 192: return {192, 128, 112, 2, 2};
+      case 256: return {256, 128, 80, 2, 2};
+      default: return {0, 0, 0, 0, 0};
+    }
+  }
   switch (d) {
-    case 64: return 4096;   // H200: +9..12% from 4K keys on, -6..16% below 2K
-    case 128: return 4096;  // +2..4% from 4K (non-causal), -2..17% below 2K
-    case 256: return 8192;  // +5..8% from 8K; at 4K non-causal still -3%
+    case 64: return {64, 128, 128, 3, 2};
+    case 96: return {96, 128, 128, 2, 2};
+    case 128: return {128, 128, 128, 2, 2};
+    case 192: return {192, 128, 96, 2, 2};
+    case 256: return {256, 128, 64, 2, 2};
+    default: return {0, 0, 0, 0, 0};
+  }
+}
+
+constexpr bool fwd_has_variant(int d, int variant) { return fwd_tiles(d, variant).head_dim != 0; }
+
+// The variant the library runs for head dim d and key length seqlen_k (the
+// longest sequence for varlen); measured on the H200 (docs/hopper_forward.md).
+constexpr int fwd_default_variant(int d, long long seqlen_k) {
+  switch (d) {
+    case 64: return 2;                          // three consumers at every length
+    case 128: return seqlen_k >= 4096 ? 1 : 0;  // +2..4% from 4K (non-causal), -2..17% below 2K
+    case 256: return seqlen_k >= 8192 ? 1 : 0;  // +5..8% from 8K; at 4K non-causal still -3%
     default: return 0;
   }
 }
 
-constexpr FwdTiles fwd_tiles(int d, int variant = 0) {
-  if (variant == 1) {
-    switch (d) {
-      case 64: return {64, 128, 192, 2};
-      case 96: return {96, 128, 160, 2};
-      case 128: return {128, 128, 176, 2};
-      case 192: return {192, 128, 112, 2};
-      case 256: return {256, 128, 80, 2};
-      default: return {0, 0, 0, 0};
-    }
-  }
-  switch (d) {
-    case 64: return {64, 128, 128, 3};
-    case 96: return {96, 128, 128, 2};
-    case 128: return {128, 128, 128, 2};
-    case 192: return {192, 128, 96, 2};
-    case 256: return {256, 128, 64, 2};
-    default: return {0, 0, 0, 0};
-  }
+// Whether the rule can pick `variant` at head dim d (what a default build compiles).
+constexpr bool fwd_rule_picks(int d, int variant) {
+  for (long long n : {0LL, 1LL << 12, 1LL << 13, 1LL << 40})
+    if (fwd_default_variant(d, n) == variant) return true;
+  return false;
 }
 
 constexpr int panels(int d) { return (d + 63) / 64; }
@@ -81,15 +109,20 @@ constexpr std::size_t fwd_smem_bytes(const FwdTiles& t) {
 }
 
 constexpr bool fwd_row_ok(const FwdTiles& t) {
-  return t.block_m == 64 * kConsumers && t.block_n % 16 == 0 && (t.block_n * 128) % 1024 == 0 && t.block_n <= 256 && t.head_dim % 16 == 0 &&
-         t.stages >= 2 && fwd_smem_bytes(t) <= kSmemLimit;
+  return (t.consumers == 2 || t.consumers == 3) && t.block_m == 64 * t.consumers && t.block_m <= 256 &&
+         t.block_n % 16 == 0 && (t.block_n * 128) % 1024 == 0 && t.block_n <= 256 && t.head_dim % 16 == 0 &&
+         t.stages >= 2 && fwd_smem_bytes(t) <= kSmemLimit && 128 * fwd_threads(t) <= 65536;
 }
 constexpr bool fwd_table_ok() {
   for (int v = 0; v < kTileVariants; ++v)
     for (int d : kHeadDims)
-      if (!fwd_row_ok(fwd_tiles(d, v))) return false;
+      if (fwd_has_variant(d, v) && !fwd_row_ok(fwd_tiles(d, v))) return false;
+  for (int d : kHeadDims)
+    if (!fwd_has_variant(d, 0)) return false;
   return true;
 }
 static_assert(fwd_table_ok(), "every sm90 forward tile row must fit the kernel's rules");
+static_assert(consumer_registers({64, 128, 128, 3, 2}) == 240 && consumer_registers({64, 192, 128, 3, 3}) == 160,
+              "register split of two and three consumers");
 
 }  // namespace flashpp::cuda::sm90

@@ -30,8 +30,8 @@ void launch_fwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   if (order.count == 0) return;
   const FwdMaps maps = encode_fwd_maps(p, t.block_m, t.block_n);
   const unsigned grid = unsigned(std::min(order.count, multiprocessors()));
-  launch_kernel(fwd_kernel<T, D, V>, dim3(grid), kThreads, fwd_smem_bytes(t), a.stream, "Hopper forward kernel", p,
-                maps);
+  launch_kernel(fwd_kernel<T, D, V>, dim3(grid), fwd_threads(t), fwd_smem_bytes(t), a.stream, "Hopper forward kernel",
+                p, maps);
 }
 
 #if FLASHPP_SM90_TUNING
@@ -40,45 +40,67 @@ inline constexpr bool kTuningBuild = true;
 inline constexpr bool kTuningBuild = false;
 #endif
 
-// The tile variant for this call: the key-length rule of fwd_tiles.hpp, or
-// what FLASHPP_SM90_TILES forces in a tuning build (read per call, so one
-// benchmark process can compare variants).
+// Variants a build compiles: those the rule of fwd_tiles.hpp can pick, and in
+// tuning builds every variant the head dim has.
+constexpr bool compiled_variant(int d, int v, bool tuning) {
+  return fwd_has_variant(d, v) && (tuning || fwd_rule_picks(d, v));
+}
+template <int D, int V>
+inline constexpr bool kCompiled = compiled_variant(D, V, kTuningBuild);
+
+// The tile variant for this call: the rule of fwd_tiles.hpp, or what
+// FLASHPP_SM90_TILES forces in a tuning build where this head dim has it (read
+// per call, so one benchmark process can compare variants).
 template <int D>
 int fwd_tile_variant(const AttnParams& p) {
   if constexpr (kTuningBuild) {
     const char* v = std::getenv("FLASHPP_SM90_TILES");
-    if (v != nullptr && (v[0] == '0' || v[0] == '1')) return v[0] - '0';
+    if (v != nullptr && v[0] >= '0' && v[0] < '0' + kTileVariants && v[1] == '\0' &&
+        compiled_variant(D, v[0] - '0', true))
+      return v[0] - '0';
   }
-  constexpr int from = fwd_long_keys_from(D);
-  return from > 0 && p.seqlen_k >= from ? 1 : 0;
+  return fwd_default_variant(D, p.seqlen_k);
 }
 
-// Variant 1 is compiled only where the key-length rule can pick it (and in
-// tuning builds), so the default build pays for it at three head dims.
-template <int D>
-inline constexpr bool kHasVariant1 = kTuningBuild || fwd_long_keys_from(D) > 0;
+// Launches variant `v` (one the build compiled).
+template <typename T, int D, int V = 0>
+void launch_variant(int v, const AttnParams& p, const LaunchArgs& a) {
+  if constexpr (V < kTileVariants) {
+    if constexpr (kCompiled<D, V>) {
+      if (v == V) return launch_fwd_tiles<T, D, V>(p, a);
+    }
+    launch_variant<T, D, V + 1>(v, p, a);
+  }
+}
 
 template <typename T, int D>
 void launch_fwd(const AttnParams& p, const LaunchArgs& a) {
-  if constexpr (kHasVariant1<D>) {
-    if (fwd_tile_variant<D>(p) == 1) return launch_fwd_tiles<T, D, 1>(p, a);
-  }
-  launch_fwd_tiles<T, D, 0>(p, a);
+  launch_variant<T, D>(fwd_tile_variant<D>(p), p, a);
 }
 
-// Attributes (registers, spills) of the variant-0 kernel, which short calls and
-// the device tests of the kernel wrappers use.
+// Attributes (registers, spills) of the variant short calls run, which the
+// device tests of the kernel wrappers read.
+inline constexpr long long kShortKeys = 512;
 template <typename T, int D>
 cudaError_t fwd_attributes(cudaFuncAttributes* attr) {
-  return cudaFuncGetAttributes(attr, fwd_kernel<T, D, 0>);
+  return cudaFuncGetAttributes(attr, fwd_kernel<T, D, fwd_default_variant(D, kShortKeys)>);
+}
+
+// The largest shared-memory need of the variants this build compiles.
+template <int D, int V = 0>
+constexpr std::size_t compiled_smem() {
+  if constexpr (V >= kTileVariants) {
+    return 0;
+  } else {
+    const std::size_t rest = compiled_smem<D, V + 1>();
+    const std::size_t mine = kCompiled<D, V> ? fwd_smem_bytes(fwd_tiles(D, V)) : 0;
+    return mine > rest ? mine : rest;
+  }
 }
 
 template <typename T, int D>
 KernelEntry fwd_entry() {
-  // The larger shared-memory need of the variants this build can launch.
-  constexpr std::size_t smem = std::max(fwd_smem_bytes(fwd_tiles(D, 0)), kHasVariant1<D> ? fwd_smem_bytes(fwd_tiles(D, 1)) : 0);
-  return {90, Pass::forward, elem_type_of<T>(), D, smem, &launch_fwd<T, D>,
-          &fwd_attributes<T, D>};
+  return {90, Pass::forward, elem_type_of<T>(), D, compiled_smem<D>(), &launch_fwd<T, D>, &fwd_attributes<T, D>};
 }
 
 }  // namespace flashpp::cuda::sm90
