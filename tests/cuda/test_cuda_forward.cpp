@@ -5,6 +5,7 @@
 #include <string>
 #include <tuple>
 
+#include "cuda/sm90/fwd_tiles.hpp"
 #include "gpu_case_runner.hpp"
 #include "support/attention_case.hpp"
 #include "support/seed.hpp"
@@ -69,37 +70,43 @@ TEST(CudaForward, MultiTileCases) {
     }
 }
 
-// Key lengths from which the Hopper forward switches to its wide key tile
-// (fwd_default_variant in src/cuda/sm90/fwd_tiles.hpp: 4096 at head dim 128,
-// 8192 at 256; head dim 64 keeps one tile and runs the same lengths): fixed
-// length and varlen, causal and not, with a ragged last key tile. On other
-// GPUs these are long FA2 cases.
+// Key lengths from which the Hopper forward switches to a wider tile
+// (fwd_default_variant in src/cuda/sm90/fwd_tiles.hpp, by head dim and mask):
+// fixed length and varlen, causal and not, with a ragged last key tile, just
+// past the switch. On other GPUs these are long FA2 cases.
+int first_wide_keys(int d, bool masked) {
+  for (int n = 256; n <= (1 << 20); n *= 2)
+    if (cuda::sm90::fwd_default_variant(d, n, masked) != 0) return n;
+  return 4096;
+}
+
 TEST(CudaForward, LongKeyCases) {
   FLASHPP_REQUIRE_GPU();
   int index = 0;
   for (DType dtype : kGpuDtypes)
-    for (int d : {64, 128, 256}) {
-      auto rng = make_rng(std::string("CudaForward.LongKeys.") + gpu_dtype_name(dtype), std::uint64_t(index));
-      const int from = d == 256 ? 8192 : 4096;
-      AttnCase c;
-      c.label = "long_keys_d" + std::to_string(d);
-      c.dtype = dtype;
-      c.head_dim = c.head_dim_v = d;
-      c.heads_q = 2;
-      c.heads_kv = 1;
-      c.causal = (index % 2) == 1;
-      if (index % 3 == 2) {
-        c.varlen = true;
-        c.batch = 2;
-        c.seqlens_q = {70, 130};
-        c.seqlens_k = {from + 37, 900};
-      } else {
-        c.seqlen_q = 130;
-        c.seqlen_k = from + 1 + int(rng() % 200);
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true}) {
+        auto rng = make_rng(std::string("CudaForward.LongKeys.") + gpu_dtype_name(dtype), std::uint64_t(index));
+        const int from = first_wide_keys(d, causal);
+        AttnCase c;
+        c.label = "long_keys_d" + std::to_string(d);
+        c.dtype = dtype;
+        c.head_dim = c.head_dim_v = d;
+        c.heads_q = 2;
+        c.heads_kv = 1;
+        c.causal = causal;
+        if (index % 3 == 2) {
+          c.varlen = true;
+          c.batch = 2;
+          c.seqlens_q = {70, 130};
+          c.seqlens_k = {from + 37, 900};
+        } else {
+          c.seqlen_q = 130;
+          c.seqlen_k = from + 1 + int(rng() % 200);
+        }
+        ++index;
+        expect_gpu_case_matches_reference(on_gpu(c), rng, /*backward=*/false);
       }
-      ++index;
-      expect_gpu_case_matches_reference(on_gpu(c), rng, /*backward=*/false);
-    }
 }
 
 // Two runs of the same call give bitwise-identical out and LSE.

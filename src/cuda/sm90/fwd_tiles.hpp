@@ -7,6 +7,7 @@
 // a multiple of 64 in shared memory; TMA fills the columns past the head dim
 // with zeros.
 #include <cstddef>
+#include <initializer_list>
 
 namespace flashpp::cuda::sm90 {
 
@@ -46,7 +47,8 @@ constexpr int consumer_registers(const FwdTiles& t) {
 // 192-row block): with the softmax per FLOP twice hdim 128's, a third
 // warpgroup gives the tensor pipe one more GEMM stream to switch to while two
 // run their softmax; at 160 registers per consumer it fits only d = 64.
-// fwd_default_variant() is the rule; tuning builds (-DFLASHPP_SM90_TUNING=ON)
+// fwd_default_variant() is the rule (head dim 64 runs variants 0 and 2, 128 and
+// 256 variants 0 and 1, 96 and 192 variant 0); tuning builds (-DFLASHPP_SM90_TUNING=ON)
 // compile every variant and let FLASHPP_SM90_TILES=0/1/2 force one.
 inline constexpr int kTileVariants = 3;
 
@@ -79,21 +81,26 @@ constexpr FwdTiles fwd_tiles(int d, int variant = 0) {
 
 constexpr bool fwd_has_variant(int d, int variant) { return fwd_tiles(d, variant).head_dim != 0; }
 
-// The variant the library runs for head dim d and key length seqlen_k (the
-// longest sequence for varlen); measured on the H200 (docs/hopper_forward.md).
-constexpr int fwd_default_variant(int d, long long seqlen_k) {
+// The variant the library runs for head dim d, key length seqlen_k (the longest
+// sequence for varlen) and whether a causal/window mask applies. From the
+// same-run tiles table of the H200 (bench/results/h200-2026-12-04-tiles, every
+// variant forced in turn; docs/hopper_forward.md): the wider tiles pay off
+// once rows are long enough to amortize a longer last wave, later with a mask
+// (masked query blocks are shorter).
+constexpr int fwd_default_variant(int d, long long seqlen_k, bool masked) {
   switch (d) {
-    case 64: return 2;                          // three consumers at every length
-    case 128: return seqlen_k >= 4096 ? 1 : 0;  // +2..4% from 4K (non-causal), -2..17% below 2K
-    case 256: return seqlen_k >= 8192 ? 1 : 0;  // +5..8% from 8K; at 4K non-causal still -3%
+    case 64: return seqlen_k >= 2048 ? 2 : 0;  // 3 consumers: +9..16% from 2K; causal 512-1K -13%
+    case 128: return seqlen_k >= (masked ? 8192 : 4096) ? 1 : 0;  // causal 4K: -5% with the wide tile
+    case 256: return seqlen_k >= (masked ? 4096 : 2048) ? 1 : 0;  // +3..9% from 2K, causal from 4K
     default: return 0;
   }
 }
 
 // Whether the rule can pick `variant` at head dim d (what a default build compiles).
 constexpr bool fwd_rule_picks(int d, int variant) {
-  for (long long n : {0LL, 1LL << 12, 1LL << 13, 1LL << 40})
-    if (fwd_default_variant(d, n) == variant) return true;
+  for (bool masked : {false, true})
+    for (long long n : {0LL, 1LL << 11, 1LL << 12, 1LL << 13, 1LL << 40})
+      if (fwd_default_variant(d, n, masked) == variant) return true;
   return false;
 }
 

@@ -59,7 +59,7 @@ int fwd_tile_variant(const AttnParams& p) {
         compiled_variant(D, v[0] - '0', true))
       return v[0] - '0';
   }
-  return fwd_default_variant(D, p.seqlen_k);
+  return fwd_default_variant(D, p.seqlen_k, p.window_left >= 0 || p.window_right >= 0);
 }
 
 // Launches variant `v` (one the build compiled).
@@ -83,7 +83,7 @@ void launch_fwd(const AttnParams& p, const LaunchArgs& a) {
 inline constexpr long long kShortKeys = 512;
 template <typename T, int D>
 cudaError_t fwd_attributes(cudaFuncAttributes* attr) {
-  return cudaFuncGetAttributes(attr, fwd_kernel<T, D, fwd_default_variant(D, kShortKeys)>);
+  return cudaFuncGetAttributes(attr, fwd_kernel<T, D, fwd_default_variant(D, kShortKeys, false)>);
 }
 
 // The largest shared-memory need of the variants this build compiles.
