@@ -4,7 +4,7 @@
 # dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
 # backends; then print a summary table last. Full logs and JSON go to $OUT
 # (default results/device); at most 8 files, so the tool that fetches them gets all.
-#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench tiles pytest profile suite decode probe"
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles pytest profile suite decode probe"
 #                         (default: build test sanitize demo bench profile)
 #   FLASHPP_DECODE_ARGS   arguments of the decode step's flashpp_decode_bench (default --quick)
 #   FLASHPP_PROBE         the probe step runs these scripts, in order (default scripts/device_probe.sh)
@@ -105,6 +105,17 @@ if has_step bench; then
   PYTHONUNBUFFERED=1 timeout "$(allow 150)" python3 scripts/peer_bench.py --json "$out/bench_peers.json" \
     --ours "$out/bench_flashpp.json" --table /tmp/flashpp_bench_table.md "${q[@]}" >>"$out/summary.txt" 2>&1
   note peers "rc $?"
+fi
+
+if has_step grid; then
+  echo "== benchmark grid beside the peers (hdim 64/128/256 x N 512..16K x causal) =="
+  timeout "$(allow 200)" "$build/tests/cuda/flashpp_cuda_bench" --grid --json "$out/grid_flashpp.json" \
+    >"$out/grid.log" 2>&1
+  note grid "flashpp rc $?"
+  PYTHONUNBUFFERED=1 timeout "$(allow 200)" python3 scripts/peer_bench.py --grid --json "$out/grid_peers.json" \
+    --ours "$out/grid_flashpp.json" --table "$out/grid_table.md" >>"$out/grid.log" 2>&1
+  note "grid peers" "rc $?; grid_table.md"
+  cat "$out/grid_table.md" 2>/dev/null | tee -a "$out/summary.txt"
 fi
 
 if has_step tiles; then

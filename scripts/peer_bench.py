@@ -13,6 +13,8 @@ import sys
 
 CONFIGS = [(64, 2048, False), (64, 16384, False), (128, 1024, False), (128, 4096, False),
            (128, 16384, False), (128, 16384, True), (256, 16384, False)]
+# flashpp_cuda_bench --grid: hdim 64/128/256 x causal or not x N 512..16K.
+GRID = [(d, 512 << i, c) for d in (64, 128, 256) for c in (False, True) for i in range(6)]
 
 
 def median_ms(fn, reps):
@@ -31,13 +33,13 @@ def median_ms(fn, reps):
     return times[len(times) // 2]
 
 
-def bench_peers(reps, quick):
+def bench_peers(reps, quick, grid=False):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     backends = {"torch-flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
     rows = []
-    configs = [(128, 4096, False)] if quick else CONFIGS
+    configs = GRID if grid else [(128, 4096, False)] if quick else CONFIGS
     for d, n, causal in configs:
         b, h = 16384 // n, 2048 // d
         q, k, v, g = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
@@ -85,6 +87,27 @@ def table(rows):
     return "\n".join(lines)
 
 
+def grid_table(rows):
+    """Per config: our forward (Hopper family on sm90) over cuDNN's and torch flash's,
+    our FA2-class forward and our backward over torch flash's (FA2)."""
+    key = lambda r: (r["hdim"], r["seqlen"], r["causal"])
+    by = {(key(r), r["impl"]): r for r in rows}
+    tf = lambda r, f: r.get(f) if r and r.get(f) else None
+    fmt = lambda x: "-" if x is None else f"{x:.0f}"
+    ratio = lambda a, b: "-" if a is None or b is None else f"{a / b:.2f}"
+    lines = ["| hdim | causal | N | ours fwd | cudnn fwd | flash fwd | fwd / cudnn | fwd / flash | "
+             "ours FA2-class fwd / flash | ours bwd | cudnn bwd | flash bwd | bwd / flash |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for k in sorted({key(r) for r in rows}, key=lambda k: (k[0], k[2], k[1])):
+        o, c, f = (by.get((k, i)) for i in ("flashpp", "cudnn", "torch-flash"))
+        of, cf, ff = tf(o, "fwd_tflops"), tf(c, "fwd_tflops"), tf(f, "fwd_tflops")
+        o2, ob, cb, fb = tf(o, "fwd_fa2_tflops"), tf(o, "bwd_tflops"), tf(c, "bwd_tflops"), tf(f, "bwd_tflops")
+        lines.append(f"| {k[0]} | {'yes' if k[2] else 'no'} | {k[1]} | {fmt(of)} | {fmt(cf)} | {fmt(ff)} | "
+                     f"{ratio(of, cf)} | {ratio(of, ff)} | {ratio(o2, ff)} | {fmt(ob)} | {fmt(cb)} | {fmt(fb)} | "
+                     f"{ratio(ob, fb)} |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", help="write the peers' numbers here")
@@ -92,13 +115,14 @@ def main():
     ap.add_argument("--table", help="write the combined table here")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--grid", action="store_true", help="the full grid of flashpp_cuda_bench --grid")
     args = ap.parse_args()
     rows = []
     try:
         import torch
         if not torch.cuda.is_available():
             raise RuntimeError("torch sees no GPU")
-        rows = bench_peers(args.reps, args.quick)
+        rows = bench_peers(args.reps, args.quick, args.grid)
         print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
     except Exception as e:
         print(f"peers skipped: {e}")
@@ -111,7 +135,7 @@ def main():
                 rows = json.load(f) + rows
         except (OSError, ValueError) as e:
             print(f"no flashpp numbers: {e}")
-    t = table(rows) if rows else "(no benchmark numbers)"
+    t = (grid_table(rows) if args.grid else table(rows)) if rows else "(no benchmark numbers)"
     if args.table:
         with open(args.table, "w") as f:
             f.write(t + "\n")
