@@ -26,15 +26,15 @@ void launch_dot_do_o(const AttnParams& p, float* dsum, std::int64_t total_rows, 
 }
 
 // Without a mask, a fixed-length batch whose rows all see more than kShortRowKeys keys
-// has no short row: the pass is skipped. Otherwise it scans every (row, head) pair;
-// where few are short that is one cheap memory-light pass.
+// has no short row: the pass is skipped. Otherwise one warp per (row, head) pair
+// checks its row; most return at once.
 void launch_short_row_dsum(const AttnParams& p, float* dsum, std::int64_t total_rows, cudaStream_t stream) {
   if (p.partial_keys) return;  // O covers keys this call does not see: D must come from O
   const bool masked = p.window_left >= 0 || p.window_right >= 0;
   if (p.cu_seqlens_q == nullptr && !masked && p.seqlen_k > kShortRowKeys) return;
   const std::int64_t pairs = total_rows * p.heads_q;
   if (pairs == 0) return;
-  const unsigned grid = unsigned((pairs + kShortRowThreads - 1) / kShortRowThreads);
+  const unsigned grid = unsigned((pairs + kShortRowWarps - 1) / kShortRowWarps);
   if (p.dtype == ElemType::f16)
     short_row_dsum_kernel<__half><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
   else

@@ -27,9 +27,9 @@ namespace flashpp::cuda::sm80 {
 
 // Rows with 2 .. kShortRowKeys visible keys take the sum over P (one key tile).
 constexpr int kShortRowKeys = 64;
-constexpr int kShortRowThreads = 256;
-// Columns per lane in one pass over a row: head dims up to 256, two per 32-bit load.
-constexpr int kShortRowPairs = 4;
+// One warp per (row, head) pair; lane l takes keys lo + l and lo + l + 32.
+constexpr int kShortRowWarps = 8;
+constexpr int kShortRowThreads = 32 * kShortRowWarps;
 
 // Sequence of a global query row: division for fixed length, binary search of
 // cu_seqlens_q for varlen. Returns -1 for rows past the last sequence.
@@ -53,86 +53,72 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// Sum of a[c] * b[c] over one warp's row pair, columns [0, n), two per lane per pass.
+// a . b0 and a . b1 over columns [0, n) (n a multiple of 8), two columns per 32-bit
+// load, four loads in flight per row. a is the same row for every lane (one
+// broadcast load), b0 and b1 are this lane's two key rows.
 template <typename T>
-__device__ __forceinline__ float warp_dot(const float (&a)[kShortRowPairs][2], const T* b, int n, int lane) {
-  float acc = 0.f;
+__device__ __forceinline__ void dot2(const T* a, const T* b0, const T* b1, int n, float& r0, float& r1) {
+  float acc0 = 0.f, acc1 = 0.f;
+  for (int c = 0; c < n; c += 8) {
 #pragma unroll
-  for (int i = 0; i < kShortRowPairs; ++i) {
-    const int c = 2 * (lane + 32 * i);
-    if (c < n) {
-      float lo, hi;
-      unpack2<T>(*reinterpret_cast<const std::uint32_t*>(b + c), lo, hi);
-      acc = fmaf(a[i][0], lo, fmaf(a[i][1], hi, acc));
+    for (int u = 0; u < 8; u += 2) {
+      float x0, x1, y0, y1, z0, z1;
+      unpack2<T>(*reinterpret_cast<const std::uint32_t*>(a + c + u), x0, x1);
+      unpack2<T>(*reinterpret_cast<const std::uint32_t*>(b0 + c + u), y0, y1);
+      unpack2<T>(*reinterpret_cast<const std::uint32_t*>(b1 + c + u), z0, z1);
+      acc0 = fmaf(x0, y0, fmaf(x1, y1, acc0));
+      acc1 = fmaf(x0, z0, fmaf(x1, z1, acc1));
     }
   }
-  return warp_sum(acc);
+  r0 = acc0;
+  r1 = acc1;
 }
 
-template <typename T>
-__device__ __forceinline__ void load_row(float (&dst)[kShortRowPairs][2], const T* src, int n, int lane) {
-#pragma unroll
-  for (int i = 0; i < kShortRowPairs; ++i) {
-    const int c = 2 * (lane + 32 * i);
-    dst[i][0] = dst[i][1] = 0.f;
-    if (c < n) unpack2<T>(*reinterpret_cast<const std::uint32_t*>(src + c), dst[i][0], dst[i][1]);
-  }
-}
-
-// One thread per (row, head) pair (the order of dot_do_o_kernel) finds whether its
-// row is short; the warp then computes the short rows of its 32 pairs one by one.
+// One warp per (row, head) pair (the order of dot_do_o_kernel: head fastest). A
+// short row's keys are spread over the lanes, so its at most 64 keys cost one pass
+// over the head dim, not one dependent L2 round trip and shuffle reduction per key
+// (a warp walking its rows and keys in turn took ~1 ms per call under a causal
+// mask, where the first 63 rows of every sequence and head are short).
 template <typename T>
 __global__ void __launch_bounds__(kShortRowThreads)
     short_row_dsum_kernel(const __grid_constant__ AttnParams p, float* dsum, std::int64_t total_rows) {
   const int lane = threadIdx.x & 31;
-  const std::int64_t pair = std::int64_t(blockIdx.x) * kShortRowThreads + threadIdx.x;
-  bool short_row = false;
-  int b = -1, h = 0, r = 0;
-  SeqRows seq;
-  if (pair < total_rows * p.heads_q) {
-    const std::int64_t row = pair / p.heads_q;
-    h = int(pair - row * p.heads_q);
-    b = sequence_of_row(p, row);
-    if (b >= 0) {
-      seq = sequence_rows(p, b);
-      r = int(row - seq.q_global0);
-      const KeyBounds kb = key_bounds(r, seq, p.window_left, p.window_right);
-      short_row = kb.hi - kb.lo >= 2 && kb.hi - kb.lo <= kShortRowKeys;
-    }
-  }
-  unsigned todo = __ballot_sync(0xffffffffu, short_row);
+  const std::int64_t pair = std::int64_t(blockIdx.x) * kShortRowWarps + (threadIdx.x >> 5);
+  if (pair >= total_rows * p.heads_q) return;
+  const std::int64_t row = pair / p.heads_q;
+  const int h = int(pair - row * p.heads_q);
+  const int b = sequence_of_row(p, row);
+  if (b < 0) return;
+  const SeqRows seq = sequence_rows(p, b);
+  const int r = int(row - seq.q_global0);
+  const KeyBounds kb = key_bounds(r, seq, p.window_left, p.window_right);
+  const int n = kb.hi - kb.lo;
+  if (n < 2 || n > kShortRowKeys) return;  // warp-uniform: every lane has the same pair
+
+  const int hk = h / p.gqa_ratio;
+  const std::int64_t qrow = seq.q0 + r;
+  const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + qrow * p.q_row_stride +
+               std::int64_t(h) * p.q_head_stride;
+  const T* g = static_cast<const T*>(p.dout) + b * p.do_batch_stride + qrow * p.do_row_stride +
+               std::int64_t(h) * p.do_head_stride;
+  const float lse2 = lse_to_log2(p.lse[b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + qrow], true);
+  // This lane's keys; lanes past the row's end read its first key and drop it.
+  const bool has0 = lane < n, has1 = lane + 32 < n;
+  const std::int64_t j0 = seq.k0 + kb.lo + (has0 ? lane : 0), j1 = seq.k0 + kb.lo + (has1 ? lane + 32 : 0);
+  const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + std::int64_t(hk) * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + std::int64_t(hk) * p.v_head_stride;
+  float s0, s1, dp0, dp1;
+  dot2<T>(q, k + j0 * p.k_row_stride, k + j1 * p.k_row_stride, p.head_dim, s0, s1);
+  dot2<T>(g, v + j0 * p.v_row_stride, v + j1 * p.v_row_stride, p.head_dim_v, dp0, dp1);
   const ScoreMap smap = ScoreMap::from(p);
-  while (todo != 0) {
-    const int src = __ffs(todo) - 1;
-    todo &= todo - 1;
-    const int wb = __shfl_sync(0xffffffffu, b, src), wh = __shfl_sync(0xffffffffu, h, src);
-    const int wr = __shfl_sync(0xffffffffu, r, src);
-    const SeqRows ws = sequence_rows(p, wb);
-    const KeyBounds kb = key_bounds(wr, ws, p.window_left, p.window_right);
-    const int hk = wh / p.gqa_ratio;
-    const std::int64_t qrow = ws.q0 + wr;
-    float q[kShortRowPairs][2], g[kShortRowPairs][2];
-    load_row<T>(q, static_cast<const T*>(p.q) + wb * p.q_batch_stride + qrow * p.q_row_stride +
-                       std::int64_t(wh) * p.q_head_stride,
-                p.head_dim, lane);
-    load_row<T>(g, static_cast<const T*>(p.dout) + wb * p.do_batch_stride + qrow * p.do_row_stride +
-                       std::int64_t(wh) * p.do_head_stride,
-                p.head_dim_v, lane);
-    const float lse2 = lse_to_log2(
-        p.lse[wb * p.lse_batch_stride + std::int64_t(wh) * p.lse_head_stride + qrow], true);
-    const T* k = static_cast<const T*>(p.k) + wb * p.k_batch_stride + std::int64_t(hk) * p.k_head_stride;
-    const T* v = static_cast<const T*>(p.v) + wb * p.v_batch_stride + std::int64_t(hk) * p.v_head_stride;
-    float d = 0.f, l = 0.f;
-    for (int j = kb.lo; j < kb.hi; ++j) {
-      const float s = warp_dot<T>(q, k + (ws.k0 + j) * p.k_row_stride, p.head_dim, lane);
-      const float dp = warp_dot<T>(g, v + (ws.k0 + j) * p.v_row_stride, p.head_dim_v, lane);
-      const float x = smap.capped ? tanhf(s * smap.pre) * smap.log2sc : s * smap.log2sc;
-      const float pr = exp2f(x - lse2);
-      d = fmaf(pr, dp, d);
-      l += pr;
-    }
-    if (lane == 0 && l > 0.f) dsum[std::int64_t(wh) * total_rows + ws.q_global0 + wr] = d / l;
-  }
+  auto prob = [&](float sc) {
+    const float x = smap.capped ? tanhf(sc * smap.pre) * smap.log2sc : sc * smap.log2sc;
+    return exp2f(x - lse2);
+  };
+  const float p0 = has0 ? prob(s0) : 0.f, p1 = has1 ? prob(s1) : 0.f;
+  const float d = warp_sum(fmaf(p0, dp0, p1 * dp1));
+  const float l = warp_sum(p0 + p1);
+  if (lane == 0 && l > 0.f) dsum[std::int64_t(h) * total_rows + seq.q_global0 + r] = d / l;
 }
 
 }  // namespace flashpp::cuda::sm80
