@@ -27,7 +27,7 @@ namespace flashpp::cuda::sm80 {
 
 // Rows with 2 .. kShortRowKeys visible keys take the sum over P (one key tile).
 constexpr int kShortRowKeys = 64;
-// One warp per (row, head) pair; lane l takes keys lo + l and lo + l + 32.
+// One warp per (row, head) pair.
 constexpr int kShortRowWarps = 8;
 constexpr int kShortRowThreads = 32 * kShortRowWarps;
 
@@ -53,32 +53,31 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// a . b0 and a . b1 over columns [0, n) (n a multiple of 8), two columns per 32-bit
-// load, four loads in flight per row. a is the same row for every lane (one
-// broadcast load), b0 and b1 are this lane's two key rows.
+// Eight elements from a 16-byte aligned address (row starts are, on CUDA).
 template <typename T>
-__device__ __forceinline__ void dot2(const T* a, const T* b0, const T* b1, int n, float& r0, float& r1) {
-  float acc0 = 0.f, acc1 = 0.f;
-  for (int c = 0; c < n; c += 8) {
-#pragma unroll
-    for (int u = 0; u < 8; u += 2) {
-      float x0, x1, y0, y1, z0, z1;
-      unpack2<T>(*reinterpret_cast<const std::uint32_t*>(a + c + u), x0, x1);
-      unpack2<T>(*reinterpret_cast<const std::uint32_t*>(b0 + c + u), y0, y1);
-      unpack2<T>(*reinterpret_cast<const std::uint32_t*>(b1 + c + u), z0, z1);
-      acc0 = fmaf(x0, y0, fmaf(x1, y1, acc0));
-      acc1 = fmaf(x0, z0, fmaf(x1, z1, acc1));
-    }
-  }
-  r0 = acc0;
-  r1 = acc1;
+__device__ __forceinline__ void load8(const T* src, float (&dst)[8]) {
+  const uint4 u = *reinterpret_cast<const uint4*>(src);
+  unpack2<T>(u.x, dst[0], dst[1]);
+  unpack2<T>(u.y, dst[2], dst[3]);
+  unpack2<T>(u.z, dst[4], dst[5]);
+  unpack2<T>(u.w, dst[6], dst[7]);
 }
 
-// One warp per (row, head) pair (the order of dot_do_o_kernel: head fastest). A
-// short row's keys are spread over the lanes, so its at most 64 keys cost one pass
-// over the head dim, not one dependent L2 round trip and shuffle reduction per key
-// (a warp walking its rows and keys in turn took ~1 ms per call under a causal
-// mask, where the first 63 rows of every sequence and head are short).
+__device__ __forceinline__ float dot8(const float (&a)[8], const float (&b)[8]) {
+  float acc = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) acc = fmaf(a[i], b[i], acc);
+  return acc;
+}
+
+// One warp per (row, head) pair (the order of dot_do_o_kernel: head fastest). The
+// warp splits into groups of `group` lanes, each group one key row (8 columns per
+// lane, 16-byte loads, so a row is read coalesced); the 32 / group groups take
+// different keys, and a group sums its row with log2(group) shuffles. Keys are not
+// walked one dependent L2 round trip at a time (a warp walking its rows and keys in
+// turn took ~1 ms per call under a causal mask, where the first 63 rows of every
+// sequence and head are short), and no lane reads a row 4 bytes at a time (32 rows
+// per load instruction cost the L1 one wavefront per row).
 template <typename T>
 __global__ void __launch_bounds__(kShortRowThreads)
     short_row_dsum_kernel(const __grid_constant__ AttnParams p, float* dsum, std::int64_t total_rows) {
@@ -95,29 +94,55 @@ __global__ void __launch_bounds__(kShortRowThreads)
   const int n = kb.hi - kb.lo;
   if (n < 2 || n > kShortRowKeys) return;  // warp-uniform: every lane has the same pair
 
+  int group = 1;  // lanes per key row: head dim / 8, rounded up to a power of two
+  while (8 * group < max(p.head_dim, p.head_dim_v)) group *= 2;
+  const int keys_per_pass = 32 / group, sub = lane & (group - 1), slot = lane / group, c = 8 * sub;
+  const bool has_k = c < p.head_dim, has_v = c < p.head_dim_v;
+
   const int hk = h / p.gqa_ratio;
   const std::int64_t qrow = seq.q0 + r;
-  const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + qrow * p.q_row_stride +
-               std::int64_t(h) * p.q_head_stride;
-  const T* g = static_cast<const T*>(p.dout) + b * p.do_batch_stride + qrow * p.do_row_stride +
-               std::int64_t(h) * p.do_head_stride;
+  float qv[8] = {}, gv[8] = {};
+  if (has_k)
+    load8<T>(static_cast<const T*>(p.q) + b * p.q_batch_stride + qrow * p.q_row_stride +
+                 std::int64_t(h) * p.q_head_stride + c,
+             qv);
+  if (has_v)
+    load8<T>(static_cast<const T*>(p.dout) + b * p.do_batch_stride + qrow * p.do_row_stride +
+                 std::int64_t(h) * p.do_head_stride + c,
+             gv);
   const float lse2 = lse_to_log2(p.lse[b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + qrow], true);
-  // This lane's keys; lanes past the row's end read its first key and drop it.
-  const bool has0 = lane < n, has1 = lane + 32 < n;
-  const std::int64_t j0 = seq.k0 + kb.lo + (has0 ? lane : 0), j1 = seq.k0 + kb.lo + (has1 ? lane + 32 : 0);
-  const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + std::int64_t(hk) * p.k_head_stride;
-  const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + std::int64_t(hk) * p.v_head_stride;
-  float s0, s1, dp0, dp1;
-  dot2<T>(q, k + j0 * p.k_row_stride, k + j1 * p.k_row_stride, p.head_dim, s0, s1);
-  dot2<T>(g, v + j0 * p.v_row_stride, v + j1 * p.v_row_stride, p.head_dim_v, dp0, dp1);
+  const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + std::int64_t(hk) * p.k_head_stride + c;
+  const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + std::int64_t(hk) * p.v_head_stride + c;
   const ScoreMap smap = ScoreMap::from(p);
-  auto prob = [&](float sc) {
-    const float x = smap.capped ? tanhf(sc * smap.pre) * smap.log2sc : sc * smap.log2sc;
-    return exp2f(x - lse2);
-  };
-  const float p0 = has0 ? prob(s0) : 0.f, p1 = has1 ? prob(s1) : 0.f;
-  const float d = warp_sum(fmaf(p0, dp0, p1 * dp1));
-  const float l = warp_sum(p0 + p1);
+
+  float d_acc = 0.f, l_acc = 0.f;
+  // The same trip count on every lane (the shuffles need the whole warp); groups
+  // past the row's end read its first key and drop it.
+#pragma unroll 4
+  for (int base = 0; base < n; base += keys_per_pass) {
+    const bool valid = base + slot < n;
+    const std::int64_t key = seq.k0 + kb.lo + (valid ? base + slot : 0);
+    float kv[8], vv[8], s = 0.f, dp = 0.f;
+    if (has_k) {
+      load8<T>(k + key * p.k_row_stride, kv);
+      s = dot8(qv, kv);
+    }
+    if (has_v) {
+      load8<T>(v + key * p.v_row_stride, vv);
+      dp = dot8(gv, vv);
+    }
+    for (int o = group / 2; o > 0; o >>= 1) {
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+      dp += __shfl_xor_sync(0xffffffffu, dp, o);
+    }
+    if (sub == 0 && valid) {
+      const float x = smap.capped ? tanhf(s * smap.pre) * smap.log2sc : s * smap.log2sc;
+      const float pr = exp2f(x - lse2);
+      d_acc = fmaf(pr, dp, d_acc);
+      l_acc += pr;
+    }
+  }
+  const float d = warp_sum(d_acc), l = warp_sum(l_acc);
   if (lane == 0 && l > 0.f) dsum[std::int64_t(h) * total_rows + seq.q_global0 + r] = d / l;
 }
 
