@@ -12,6 +12,8 @@
 #   FLASHPP_DEVICE_TUNING=1 builds the Hopper forward's second tile variant
 #                         (FLASHPP_SM90_TUNING); the tiles step tests and times it
 #   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
+#   FLASHPP_SANITIZE_TOOLS compute-sanitizer tools of the sanitize step (default: memcheck racecheck synccheck)
+#   FLASHPP_GRID_PEERS=0  the grid step times ours only (no torch peers)
 #   FLASHPP_SUITE_ARGS    arguments of `python3 -m bench.suite run` (default --quick)
 #   FLASHPP_TEST_REGEX    ctest -R filter for the test step (default: every gpu test)
 #   FLASHPP_BENCH_QUICK=1 one benchmark configuration only
@@ -78,7 +80,7 @@ fi
 if has_step sanitize; then
   echo "== compute-sanitizer =="
   bin="$build/tests/cuda/flashpp_cuda_sanitize_cases"
-  for tool in memcheck racecheck synccheck; do
+  for tool in ${FLASHPP_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     log="/tmp/flashpp_sanitize_$tool.log"
     timeout "$(allow 150)" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin" >"$log" 2>&1
     rc=$?
@@ -112,7 +114,9 @@ if has_step grid; then
   timeout "$(allow 200)" "$build/tests/cuda/flashpp_cuda_bench" --grid --json "$out/grid_flashpp.json" \
     >"$out/grid.log" 2>&1
   note grid "flashpp rc $?"
-  PYTHONUNBUFFERED=1 timeout "$(allow 200)" python3 scripts/peer_bench.py --grid --json "$out/grid_peers.json" \
+  peers=(--json "$out/grid_peers.json")
+  [ "${FLASHPP_GRID_PEERS:-1}" = 0 ] && peers=(--no-peers)
+  PYTHONUNBUFFERED=1 timeout "$(allow 200)" python3 scripts/peer_bench.py --grid "${peers[@]}" \
     --ours "$out/grid_flashpp.json" --table "$out/grid_table.md" >>"$out/grid.log" 2>&1
   note "grid peers" "rc $?; grid_table.md"
   cat "$out/grid_table.md" 2>/dev/null | tee -a "$out/summary.txt"

@@ -116,9 +116,12 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--grid", action="store_true", help="the full grid of flashpp_cuda_bench --grid")
+    ap.add_argument("--no-peers", action="store_true", help="only show --ours")
     args = ap.parse_args()
     rows = []
     try:
+        if args.no_peers:
+            raise RuntimeError("--no-peers")
         import torch
         if not torch.cuda.is_available():
             raise RuntimeError("torch sees no GPU")
