@@ -120,13 +120,12 @@ def main():
     args = ap.parse_args()
     rows = []
     try:
-        if args.no_peers:
-            raise RuntimeError("--no-peers")
-        import torch
-        if not torch.cuda.is_available():
-            raise RuntimeError("torch sees no GPU")
-        rows = bench_peers(args.reps, args.quick, args.grid)
-        print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
+        if not args.no_peers:
+            import torch
+            if not torch.cuda.is_available():
+                raise RuntimeError("torch sees no GPU")
+            rows = bench_peers(args.reps, args.quick, args.grid)
+            print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
     except Exception as e:
         print(f"peers skipped: {e}")
     if args.json:

@@ -17,6 +17,9 @@ struct VisibleRange {
   std::int64_t hi;
 };
 
+// Whether a causal or sliding-window mask hides any key (causal is window_right = 0).
+FLASHPP_HD bool has_window(int window_left, int window_right) { return window_left >= 0 || window_right >= 0; }
+
 // Keys visible to query row i given the sequence lengths and window
 // (window_left/right < 0 means unbounded on that side).
 FLASHPP_HD VisibleRange visible_keys(std::int64_t i, std::int64_t seqlen_q, std::int64_t seqlen_k,

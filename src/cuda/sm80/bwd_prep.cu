@@ -30,8 +30,7 @@ void launch_dot_do_o(const AttnParams& p, float* dsum, std::int64_t total_rows, 
 // checks its row; most return at once.
 void launch_short_row_dsum(const AttnParams& p, float* dsum, std::int64_t total_rows, cudaStream_t stream) {
   if (p.partial_keys) return;  // O covers keys this call does not see: D must come from O
-  const bool masked = p.window_left >= 0 || p.window_right >= 0;
-  if (p.cu_seqlens_q == nullptr && !masked && p.seqlen_k > kShortRowKeys) return;
+  if (p.cu_seqlens_q == nullptr && !has_window(p.window_left, p.window_right) && p.seqlen_k > kShortRowKeys) return;
   const std::int64_t pairs = total_rows * p.heads_q;
   if (pairs == 0) return;
   const unsigned grid = unsigned((pairs + kShortRowWarps - 1) / kShortRowWarps);

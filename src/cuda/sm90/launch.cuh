@@ -59,7 +59,7 @@ int fwd_tile_variant(const AttnParams& p) {
         compiled_variant(D, v[0] - '0', true))
       return v[0] - '0';
   }
-  return fwd_default_variant(D, p.seqlen_k, p.window_left >= 0 || p.window_right >= 0);
+  return fwd_default_variant(D, p.seqlen_k, has_window(p.window_left, p.window_right));
 }
 
 // Launches variant `v` (one the build compiled).
@@ -87,20 +87,16 @@ cudaError_t fwd_attributes(cudaFuncAttributes* attr) {
 }
 
 // The largest shared-memory need of the variants this build compiles.
-template <int D, int V = 0>
-constexpr std::size_t compiled_smem() {
-  if constexpr (V >= kTileVariants) {
-    return 0;
-  } else {
-    const std::size_t rest = compiled_smem<D, V + 1>();
-    const std::size_t mine = kCompiled<D, V> ? fwd_smem_bytes(fwd_tiles(D, V)) : 0;
-    return mine > rest ? mine : rest;
-  }
+constexpr std::size_t compiled_smem(int d, bool tuning) {
+  std::size_t most = 0;
+  for (int v = 0; v < kTileVariants; ++v)
+    if (compiled_variant(d, v, tuning)) most = std::max(most, fwd_smem_bytes(fwd_tiles(d, v)));
+  return most;
 }
 
 template <typename T, int D>
 KernelEntry fwd_entry() {
-  return {90, Pass::forward, elem_type_of<T>(), D, compiled_smem<D>(), &launch_fwd<T, D>, &fwd_attributes<T, D>};
+  return {90, Pass::forward, elem_type_of<T>(), D, compiled_smem(D, kTuningBuild), &launch_fwd<T, D>, &fwd_attributes<T, D>};
 }
 
 }  // namespace flashpp::cuda::sm90

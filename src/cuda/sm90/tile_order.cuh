@@ -14,6 +14,7 @@
 //    first, so the grid finishes together. Tiles running together still share
 //    keys: they are the same few query blocks of every head, walking the same
 //    key tiles downwards.
+#include "common/mask.hpp"
 #include "common/params.hpp"
 
 namespace flashpp::cuda::sm90 {
@@ -35,7 +36,7 @@ struct TileOrder {
     o.heads = p.heads_q;
     o.heads_batch = p.heads_q * p.batch;
     o.count = o.m_blocks * o.heads_batch;
-    o.block_major = p.window_left >= 0 || p.window_right >= 0;
+    o.block_major = has_window(p.window_left, p.window_right);
     return o;
   }
 
