@@ -4,13 +4,14 @@
 # dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
 # backends; then print a summary table last. Full logs and JSON go to $OUT
 # (default results/device); at most 8 files, so the tool that fetches them gets all.
-#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles pytest profile suite decode probe"
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles pytest profile suite decode probe"
 #                         (default: build test sanitize demo bench profile)
 #   FLASHPP_DECODE_ARGS   arguments of the decode step's flashpp_decode_bench (default --quick)
 #   FLASHPP_PROBE         the probe step runs these scripts, in order (default scripts/device_probe.sh)
 #                         with BUILD, OUT and PYTHONPATH set; their output is probe.txt
-#   FLASHPP_DEVICE_TUNING=1 builds the Hopper forward's second tile variant
-#                         (FLASHPP_SM90_TUNING); the tiles step tests and times it
+#   FLASHPP_DEVICE_TUNING=1 builds the tile variants of the Hopper forward (FLASHPP_SM90_TUNING)
+#                         and of the FA2-class backward (FLASHPP_SM80_TUNING); the tiles
+#                         and bwdtiles steps test, sanitize and time them
 #   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
 #   FLASHPP_SANITIZE_TOOLS compute-sanitizer tools of the sanitize step (default: memcheck racecheck synccheck)
 #   FLASHPP_GRID_PEERS=0  the grid step times ours only (no torch peers)
@@ -53,7 +54,7 @@ if has_step build; then
   # Older CMake (< 3.26) has no CUDA20 flags for nvcc; they are plain -std=c++20.
   extra+=(-DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20)
   t0=$(date +%s)
-  [ "${FLASHPP_DEVICE_TUNING:-0}" = 1 ] && extra+=(-DFLASHPP_SM90_TUNING=ON)
+  [ "${FLASHPP_DEVICE_TUNING:-0}" = 1 ] && extra+=(-DFLASHPP_SM90_TUNING=ON -DFLASHPP_SM80_TUNING=ON)
   { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPP_CUDA=ON -DFLASHPP_BUILD_TESTS=ON \
       -DFLASHPP_BUILD_BENCH=ON -DFLASHPP_BUILD_EXAMPLES=ON \
       -DFLASHPP_BUILD_PYTHON=${FLASHPP_DEVICE_PYTHON:-ON} "${extra[@]}" &&
@@ -145,6 +146,38 @@ print("|---|---|---|---|---|---|---|---|")
 for x, y, z in zip(a, b, c):
     print(f"| {x['hdim']} | {x['seqlen']} | {x['causal']} | {x['fwd_tflops']:.1f} | {y['fwd_tflops']:.1f} | "
           f"{z['fwd_tflops']:.1f} | {y['fwd_tflops'] / x['fwd_tflops']:.3f} | {z['fwd_tflops'] / x['fwd_tflops']:.3f} |")
+PY
+fi
+
+if has_step bwdtiles; then
+  echo "== FA2-class backward, forced tile variants (tuning build) =="
+  # Variant 1 exists for head dim 64 only (src/cuda/sm80/tile_configs.hpp): the
+  # backward cases and the sanitizer cases with it forced, then both variants timed
+  # back to back on the grid's head dim 64 rows.
+  : >"$out/bwdtiles.log"
+  FLASHPP_SM80_BWD_TILES=1 timeout "$(allow 150)" "$build/tests/cuda/test_cuda_backward" --gtest_brief=1 \
+    >>"$out/bwdtiles.log" 2>&1
+  note "bwd tiles test" "rc $?; $(grep -E "PASSED|FAILED" "$out/bwdtiles.log" | tail -2 | tr '\n' ' ')"
+  for tool in memcheck racecheck; do
+    FLASHPP_SM80_BWD_TILES=1 timeout "$(allow 150)" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$build/tests/cuda/flashpp_cuda_sanitize_cases" >/tmp/flashpp_bwdtiles_$tool.log 2>&1
+    rc=$?
+    note "bwd tiles $tool" "rc $rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/flashpp_bwdtiles_$tool.log | tail -1)"
+    { echo "==== $tool, variant 1 (rc $rc) ===="; cat /tmp/flashpp_bwdtiles_$tool.log; } >>"$out/bwdtiles.log"
+  done
+  for v in 0 1 0 1; do
+    FLASHPP_SM80_BWD_TILES=$v timeout "$(allow 100)" "$build/tests/cuda/flashpp_cuda_bench" --grid --bwd-only \
+      --hdim 64 --reps 10 --json "$out/bwdtiles$v.json" >>"$out/bwdtiles.log" 2>&1
+    note "bwd tiles $v" "rc $?"
+  done
+  python3 - "$out"/bwdtiles0.json "$out"/bwdtiles1.json <<'PY' | tee -a "$out/summary.txt"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+print("| hdim | N | causal | v0 bwd TF/s | v1 bwd TF/s | v1/v0 |")
+print("|---|---|---|---|---|---|")
+for x, y in zip(a, b):
+    print(f"| {x['hdim']} | {x['seqlen']} | {x['causal']} | {x['bwd_tflops']:.1f} | {y['bwd_tflops']:.1f} | "
+          f"{y['bwd_tflops'] / x['bwd_tflops']:.3f} |")
 PY
 fi
 

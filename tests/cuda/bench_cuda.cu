@@ -2,8 +2,10 @@
 // configurations of the reference table in DESIGN.md (bf16, batch * seqlen = 16K,
 // hidden 2048), timed with CUDA events, median of repeated calls after warm-up.
 // FLOPs: forward 4 * B * H * N^2 * d (halved when causal), backward 2.5x forward.
-//   flashpp_cuda_bench [--json PATH] [--reps N] [--quick | --grid] [--fwd-only]
-// --fwd-only times our default forward alone (the FA2 and backward columns read 0).
+//   flashpp_cuda_bench [--json PATH] [--reps N] [--quick | --grid] [--fwd-only | --bwd-only] [--hdim D]
+// --fwd-only times our default forward alone (the FA2 and backward columns read 0);
+// --bwd-only times the backward alone (the forward columns read 0); --hdim keeps
+// the configurations of one head dim.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -82,7 +84,8 @@ float median_ms(F&& f, int reps) {
 int main(int argc, char** argv) {
   std::string json_path;
   int reps = 10;
-  bool quick = false, grid = false, fwd_only = false;
+  bool quick = false, grid = false, fwd_only = false, bwd_only = false;
+  int keep_d = 0;
   int only_d = 0, only_n = 0, only_causal = 0;  // --only hdim,N,causal: one config (profiling)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
@@ -90,6 +93,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--grid")) grid = true;
     else if (!std::strcmp(argv[i], "--fwd-only")) fwd_only = true;
+    else if (!std::strcmp(argv[i], "--bwd-only")) bwd_only = true;
+    else if (!std::strcmp(argv[i], "--hdim") && i + 1 < argc) keep_d = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc &&
              std::sscanf(argv[++i], "%d,%d,%d", &only_d, &only_n, &only_causal) != 3) {
       std::fprintf(stderr, "--only wants hdim,N,causal (for example 128,16384,0)\n");
@@ -111,6 +116,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (only_d != 0) configs = {{only_d, only_n, only_causal != 0}};
+  if (fwd_only && bwd_only) {
+    std::fprintf(stderr, "--fwd-only and --bwd-only exclude each other\n");
+    return 2;
+  }
+  if (keep_d != 0) {
+    std::erase_if(configs, [&](const Config& c) { return c.d != keep_d; });
+    if (configs.empty()) {
+      std::fprintf(stderr, "--hdim %d: no configuration has that head dim\n", keep_d);
+      return 2;
+    }
+  }
   FILE* js = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
   if (js) std::fprintf(js, "[\n");
   std::printf("%-6s %-6s %-6s %10s %10s %10s %10s %12s %12s\n", "hdim", "N", "causal", "fwd ms", "fwd TF/s", "bwd ms",
@@ -146,10 +162,11 @@ int main(int argc, char** argv) {
     void* ws = buf.alloc(std::max<std::size_t>(ws_bytes, 256));
     const double fwd_flops = 4.0 * b * h * double(n) * n * d * (c.causal ? 0.5 : 1.0);
     const std::string fwd_kernel = flashpp::select_forward(view(q), view(k), view(v), opts).backend;
-    const float fwd_ms = median_ms([&] { flashpp::forward(view(q), view(k), view(v), view(o), lv, opts); }, reps);
+    const float fwd_ms =
+        bwd_only ? 0.f : median_ms([&] { flashpp::forward(view(q), view(k), view(v), view(o), lv, opts); }, reps);
     // The FA2-class forward on the same inputs (the fallback family on Hopper).
     float fa2_ms = 0.f;
-    if (!fwd_only) {
+    if (!fwd_only && !bwd_only) {
       setenv("FLASHPP_CUDA_FORWARD_FAMILY", "sm80", 1);
       fa2_ms = median_ms([&] { flashpp::forward(view(q), view(k), view(v), view(o), lv, opts); }, reps);
       unsetenv("FLASHPP_CUDA_FORWARD_FAMILY");
@@ -161,9 +178,9 @@ int main(int argc, char** argv) {
                         {ws, ws_bytes});
     };
     const float bwd_ms = fwd_only ? 0.f : median_ms([&] { run_bwd(opts); }, reps);
-    const float det_ms = grid || fwd_only ? 0.f : median_ms([&] { run_bwd(det); }, std::max(3, reps / 2));
+    const float det_ms = grid || fwd_only || bwd_only ? 0.f : median_ms([&] { run_bwd(det); }, std::max(3, reps / 2));
     check(cudaGetLastError(), "kernels");
-    const double fwd_tf = fwd_flops / (fwd_ms * 1e-3) / 1e12;
+    const double fwd_tf = fwd_ms > 0.f ? fwd_flops / (fwd_ms * 1e-3) / 1e12 : 0.0;
     const double bwd_tf = bwd_ms > 0.f ? 2.5 * fwd_flops / (bwd_ms * 1e-3) / 1e12 : 0.0;
     const double det_tf = det_ms > 0.f ? 2.5 * fwd_flops / (det_ms * 1e-3) / 1e12 : 0.0;
     const double fa2_tf = fa2_ms > 0.f ? fwd_flops / (fa2_ms * 1e-3) / 1e12 : 0.0;

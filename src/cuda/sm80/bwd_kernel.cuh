@@ -29,9 +29,9 @@
 
 namespace flashpp::cuda::sm80 {
 
-template <int D>
+template <int D, int V = 0>
 struct BwdSmem {
-  static constexpr BwdTiles kT = bwd_tiles(D);
+  static constexpr BwdTiles kT = bwd_tiles(D, V);
   using KTile = SmemTile<kT.block_n, D>;            // K, V: [key][dim]
   using QTile = SmemTile<kT.block_m, D>;            // Q, dO: [query][dim]
   using PTile = SmemTile<kT.block_n, kT.block_m>;   // P^T, dS^T: [key][query]
@@ -45,17 +45,18 @@ struct BwdSmem {
   alignas(16) float dsum[2][kT.block_m];
 };
 
-template <typename T, int D>
-__global__ void __launch_bounds__(bwd_tiles(D).warps * 32)
+// V: the tile variant (tile_configs.hpp).
+template <typename T, int D, int V = 0>
+__global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
     bwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdArgs a) {
-  constexpr BwdTiles kT = bwd_tiles(D);
+  constexpr BwdTiles kT = bwd_tiles(D, V);
   constexpr int BM = kT.block_m, BN = kT.block_n, W = kT.warps, THREADS = W * 32;
   // Per-warp shares (rows x columns) of the three phases, in 16x8 mma blocks.
   constexpr int KA = kT.sdp_keys(), QA = kT.sdp_queries();
   constexpr int KB = kT.dkv_keys(), DB = kT.dkv_dims();
   constexpr int QC = kT.dq_queries(), DC = kT.dq_dims();
   constexpr int MA = KA / 16, NA = QA / 8, MB = KB / 16, NB = DB / 8, MC = QC / 16, NC = DC / 8;
-  using Smem = BwdSmem<D>;
+  using Smem = BwdSmem<D, V>;
   using KTile = typename Smem::KTile;
   using QTile = typename Smem::QTile;
   using PTile = typename Smem::PTile;

@@ -3,6 +3,9 @@
 // (dtype, head dim) by the files under instances/.
 #include <cuda_runtime.h>
 
+#include <cstddef>
+#include <cstdlib>
+
 #include "cuda/check.hpp"
 #include "cuda/launch_common.cuh"
 #include "cuda/registry.hpp"
@@ -20,12 +23,52 @@ void launch_fwd(const AttnParams& p, const LaunchArgs& a) {
                 sizeof(FwdSmem<D>), a.stream, "forward kernel", p);
 }
 
+#if FLASHPP_SM80_TUNING
+inline constexpr bool kTuningBuild = true;
+#else
+inline constexpr bool kTuningBuild = false;
+#endif
+
+// Backward variants a build compiles: variant 0, and in tuning builds every
+// variant the head dim has.
+template <int D, int V>
+inline constexpr bool kBwdCompiled = bwd_has_variant(D, V) && (V == 0 || kTuningBuild);
+
+// The backward variant for this call: 0, or what FLASHPP_SM80_BWD_TILES forces in
+// a tuning build where this head dim has it (read per call, so one benchmark
+// process can compare variants).
+template <int D>
+int bwd_tile_variant() {
+  if constexpr (kTuningBuild) {
+    const char* v = std::getenv("FLASHPP_SM80_BWD_TILES");
+    if (v != nullptr && v[0] >= '0' && v[0] < '0' + kBwdVariants && v[1] == '\0' && bwd_has_variant(D, v[0] - '0'))
+      return v[0] - '0';
+  }
+  return 0;
+}
+
+template <typename T, int D, int V>
+void launch_bwd_tiles(const AttnParams& p, const LaunchArgs& a) {
+  constexpr BwdTiles t = bwd_tiles(D, V);
+  launch_kernel(bwd_kernel<T, D, V>, dim3(blocks(p.seqlen_k, t.block_n), p.heads_kv, p.batch), t.warps * 32,
+                sizeof(BwdSmem<D, V>), a.stream, "backward kernel", p, a.bwd);
+}
+
+template <typename T, int D, int V = 0>
+void launch_bwd_variant(int v, const AttnParams& p, const LaunchArgs& a) {
+  if constexpr (V < kBwdVariants) {
+    if constexpr (kBwdCompiled<D, V>) {
+      if (v == V) return launch_bwd_tiles<T, D, V>(p, a);
+    }
+    launch_bwd_variant<T, D, V + 1>(v, p, a);
+  }
+}
+
 template <typename T, int D>
 void launch_bwd(const AttnParams& p, const LaunchArgs& a) {
-  constexpr BwdTiles t = bwd_tiles(D);
-  launch_kernel(bwd_kernel<T, D>, dim3(blocks(p.seqlen_k, t.block_n), p.heads_kv, p.batch), t.warps * 32,
-                sizeof(BwdSmem<D>), a.stream, "backward kernel", p, a.bwd);
+  launch_bwd_variant<T, D>(bwd_tile_variant<D>(), p, a);
 }
+
 
 template <typename T, int D>
 void launch_bwd_dq(const AttnParams& p, const LaunchArgs& a) {
@@ -47,6 +90,8 @@ KernelEntry fwd_entry() {
 }
 template <typename T, int D>
 KernelEntry bwd_entry() {
+  // Variant 0's shared memory: what select() checks for the default path (a forced
+  // tuning variant that needs more fails at launch with the CUDA error).
   return {80, Pass::backward, elem_type_of<T>(), D, sizeof(BwdSmem<D>), &launch_bwd<T, D>, &bwd_attributes<T, D>};
 }
 template <typename T, int D>

@@ -70,7 +70,21 @@ struct BwdTiles {
   constexpr int dq_dims() const { return head_dim / (warps / dq_warps_m); }
 };
 
-constexpr BwdTiles bwd_tiles(int d) {
+// Variants: 0 is what the library runs. Tuning builds (-DFLASHPP_SM80_TUNING=ON)
+// also compile variant 1 where a head dim has one, and FLASHPP_SM80_BWD_TILES=1
+// forces it, so one benchmark run can compare both on the same inputs.
+//  - head dim 64, variant 1: 128 query rows per step (FA2's shape for d = 64). The
+//    per-step barriers, the LSE/D loads and the loop overhead are shared by twice the
+//    FLOPs; the cost is a 64-float S^T/dP^T share per thread (255 registers).
+inline constexpr int kBwdVariants = 2;
+
+constexpr BwdTiles bwd_tiles(int d, int variant = 0) {
+  if (variant == 1) {
+    switch (d) {
+      case 64: return {64, 128, 128, 8, 4, 4, 4};
+      default: return {0, 0, 0, 0, 1, 1, 1};
+    }
+  }
   switch (d) {
     case 32: return {32, 64, 128, 8, 4, 4, 4};
     case 64: return {64, 64, 128, 8, 4, 4, 2};
@@ -81,6 +95,8 @@ constexpr BwdTiles bwd_tiles(int d) {
     default: return {0, 0, 0, 0, 1, 1, 1};
   }
 }
+
+constexpr bool bwd_has_variant(int d, int variant) { return bwd_tiles(d, variant).head_dim != 0; }
 
 // K, V; double-buffered Q, dO, LSE and D; P^T and dS^T.
 constexpr std::size_t bwd_smem_bytes(const BwdTiles& t) {
@@ -128,6 +144,7 @@ static_assert(bwd_row_ok(bwd_tiles(96)));
 static_assert(bwd_row_ok(bwd_tiles(128)));
 static_assert(bwd_row_ok(bwd_tiles(192)));
 static_assert(bwd_row_ok(bwd_tiles(256)));
+static_assert(bwd_row_ok(bwd_tiles(64, 1)));
 static_assert(dq_row_ok(dq_tiles(32)));
 static_assert(dq_row_ok(dq_tiles(64)));
 static_assert(dq_row_ok(dq_tiles(96)));
