@@ -74,6 +74,7 @@ struct Result {
   double us;  // median per call
   int splits;
   double tbps;
+  std::string kernel;  // what select_kvcache names (splits, merge path)
 };
 
 struct Pools {
@@ -168,7 +169,7 @@ Result run_config(const Config& c, const Pools& pools, void* ws, std::size_t ws_
   CHECK(cudaEventDestroy(e1));
   if (c.validate) flashpp::check_kvcache_status(args[0].validation_status, stream);
   const double us = times[times.size() / 2];
-  return {us, splits, double(kv_bytes) / (us * 1e-6) / 1e12};
+  return {us, splits, double(kv_bytes) / (us * 1e-6) / 1e12, flashpp::select_kvcache(args[0], o).backend};
 }
 
 double copy_bandwidth(void* a, void* b, std::size_t bytes) {
@@ -284,12 +285,12 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"kind\":\"flashpp\",\"batch\":%d,\"cache_len\":%d,\"page_size\":%d,\"seqlen_q\":%d,\"validate\":%s,"
         "\"splits\":%d,\"us\":%.3f,\"kv_tbps\":%.4f,\"pct_copy_4_27\":%.1f,\"best_splits\":%d,\"best_tbps\":%.4f,"
-        "\"counters\":\"%s\",\"sweep\":[%s]}\n",
+        "\"counters\":\"%s\",\"kernel\":\"%s\",\"sweep\":[%s]}\n",
         c.batch, c.len, c.page, c.seqlen_q, c.validate ? "true" : "false", r.splits, r.us, r.tbps, 100 * r.tbps / 4.27,
-        best_splits, best.tbps, clear_counters ? "cleared" : "caller", sweep.c_str());
+        best_splits, best.tbps, clear_counters ? "cleared" : "caller", r.kernel.c_str(), sweep.c_str());
     std::fflush(stdout);
-    std::fprintf(stderr, "%5d %6d %5d %3d %6d | %9.2f %7.3f | %d -> %.3f\n", c.batch, c.len, c.page, c.seqlen_q,
-                 r.splits, r.us, r.tbps, best_splits, best.tbps);
+    std::fprintf(stderr, "%5d %6d %5d %3d %6d | %9.2f %7.3f | %d -> %.3f | %s\n", c.batch, c.len, c.page, c.seqlen_q,
+                 r.splits, r.us, r.tbps, best_splits, best.tbps, r.kernel.c_str());
   }
   return 0;
 }

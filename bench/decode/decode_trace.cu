@@ -5,8 +5,10 @@
 // step, the launch gap, the blocks' start and end spread and each phase's
 // median. Beside it, two floors measured the same way: an empty kernel (the
 // launch path alone) and a plain streaming read of the same bytes by the
-// same number of blocks. --variant <prefetch keys>,<dependents tiles left>
-// (repeatable) sets the programmatic-launch overlap of DecodeArgs. A tuning
+// same number of blocks. --variant <prefetch keys>,<dependents tiles left>[,cluster]
+// (repeatable) sets the programmatic-launch overlap of DecodeArgs, and with a
+// third field 1 merges the splits in a cluster (cluster_merge.cuh) instead of
+// through L2 (the "->arrived" phase is then the cluster barrier). A tuning
 // tool (docs/kvcache.md), built with FLASHPP_DECODE_TRACE; it checks its
 // output against a host computation first.
 #define FLASHPP_DECODE_TRACE 1
@@ -203,7 +205,7 @@ double median(std::vector<double> x) {
 
 // One launch setting of the programmatic-launch overlap (DecodeArgs).
 struct Variant {
-  int prefetch_keys = 0, dependents_tiles_left = -1;
+  int prefetch_keys = 0, dependents_tiles_left = -1, cluster = 0;
 };
 
 void run_config(int len, int splits, int calls, const std::vector<Variant>& variants) {
@@ -238,22 +240,36 @@ void run_config(int len, int splits, int calls, const std::vector<Variant>& vari
   std::vector<DecodeArgs> args;
   for (int c = 0; c < B.copies; ++c) args.push_back(make_args(B, c, splits));
   const dim3 grid(kHeadsKV, unsigned(splits), 1);
-  auto launch = [&](int i) { CHECK(kern.launch(args[std::size_t(i % B.copies)], grid, stream, true)); };
+  int cluster = 0;  // set per variant
+  auto launch = [&](int i) { CHECK(kern.launch(args[std::size_t(i % B.copies)], grid, stream, true, cluster)); };
   const double bytes = 2.0 * B.per_copy * 2;
 
   for (const Variant& var : variants) {
+    cluster = 0;
+    if (var.cluster != 0) {
+      int fit = 0;
+      if (splits > dec::kMaxClusterSplits || kern.cluster_fit(splits, &fit) != cudaSuccess || fit < 1) {
+        cudaGetLastError();
+        std::printf("\n=== len %d, splits %d: no cluster of %d blocks fits; cluster variant skipped ===\n", len, splits,
+                    splits);
+        continue;
+      }
+      std::printf("\n(clusters of %d blocks: %d resident at once, %d needed)\n", splits, fit, kHeadsKV);
+      cluster = splits;
+    }
     for (DecodeArgs& x : args) {
       x.prefetch_keys = var.prefetch_keys;
       x.dependents_tiles_left = var.dependents_tiles_left;
+      x.cluster_splits = cluster;
     }
     CHECK(cudaMemset(B.o, 0, kHeadsQ * kDim * 2));
     launch(0);
     CHECK(cudaStreamSynchronize(stream));
     const double err = check_output(B);
     const double us = step_us(stream, calls, launch);
-    std::printf("\n=== len %d, splits %d, prefetch %d keys, dependents at %d tiles left: %.2f us/step, %.3f TB/s "
-                "(max |err| vs host %.2e%s) ===\n",
-                len, splits, var.prefetch_keys, var.dependents_tiles_left, us, bytes / (us * 1e-6) / 1e12, err,
+    std::printf("\n=== len %d, splits %d, prefetch %d keys, dependents at %d tiles left, %s merge: %.2f us/step, "
+                "%.3f TB/s (max |err| vs host %.2e%s) ===\n",
+                len, splits, var.prefetch_keys, var.dependents_tiles_left, cluster ? "cluster" : "L2", us, bytes / (us * 1e-6) / 1e12, err,
                 err < 2e-2 ? "" : "  ** WRONG **");
 
     // Traced replay.
@@ -390,7 +406,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--calls") == 0) calls = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--variant") == 0) {
       Variant v;
-      if (std::sscanf(argv[i + 1], "%d,%d", &v.prefetch_keys, &v.dependents_tiles_left) == 2) variants.push_back(v);
+      if (std::sscanf(argv[i + 1], "%d,%d,%d", &v.prefetch_keys, &v.dependents_tiles_left, &v.cluster) >= 2)
+        variants.push_back(v);
     }
     if (std::strcmp(argv[i], "--config") == 0) {
       int len = 0, splits = 0;

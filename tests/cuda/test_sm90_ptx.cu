@@ -2,8 +2,9 @@
 // warpgroup}.cuh) against host computations: TMA tile loads with the 128-byte
 // swizzle completing on an mbarrier, wgmma SS (both operands K-major) and RS (A from
 // registers, B MN-major through the transpose bit) read through sw128 descriptors,
-// setmaxnreg with a named-barrier hand-off between warpgroups, and the L2 bulk
-// prefetch (prefetched lines never hide later writes). Skip unless the GPU is sm_90.
+// setmaxnreg with a named-barrier hand-off between warpgroups, the L2 bulk
+// prefetch (prefetched lines never hide later writes), and clusters (rank,
+// barrier, loads from a neighbour block's shared memory). Skip unless the GPU is sm_90.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -16,6 +17,7 @@
 
 #include "common/half.hpp"
 #include "cuda/common/element.cuh"
+#include "cuda/ptx/cluster.cuh"
 #include "cuda/ptx/math.cuh"
 #include "cuda/ptx/mbarrier.cuh"
 #include "cuda/ptx/prefetch.cuh"
@@ -284,6 +286,70 @@ TEST(Sm90Ptx, L2BulkPrefetchNeverHidesLaterWrites) {
   std::vector<int> got(kInts);
   out.download(got.data(), got.size() * 4);
   for (int i = 0; i < kInts; ++i) ASSERT_EQ(got[i], 1000 + i) << i;
+}
+
+// ---------------- clusters: rank, barrier, distributed shared memory ----------------
+// Each block of a cluster of `kCluster` (along y, as the decode kernel's split
+// clusters) fills its shared memory with values naming its rank, then reads its
+// neighbour's through cluster_map() with scalar and 4-wide loads; the second
+// barrier keeps every block alive until its neighbour has read.
+constexpr int kCluster = 4;
+
+__global__ void __launch_bounds__(128) cluster_exchange_kernel(int* ranks, float* scalar, float* wide) {
+#if FLASHPP_SM90_ENABLED
+  __shared__ __align__(16) float mine[4 * 128];
+  const int rank = int(ptx::cluster_rank());
+  const int block = int(blockIdx.y), t = int(threadIdx.x);
+  for (int i = t; i < 4 * 128; i += 128) mine[i] = float(rank * 10000 + i);
+  if (t == 0) ranks[block] = rank;
+  ptx::cluster_sync();
+  const std::uint32_t peer = std::uint32_t((rank + 1) % kCluster);
+  const std::uint32_t local = ptx::smem_u32(mine);
+  scalar[block * 128 + t] = ptx::ld_cluster_f32(ptx::cluster_map(local + 4u * std::uint32_t(t), peer));
+  const float4 v = ptx::ld_cluster_f32x4(ptx::cluster_map(local + 16u * std::uint32_t(t), peer));
+  float* w = wide + (block * 128 + t) * 4;
+  w[0] = v.x;
+  w[1] = v.y;
+  w[2] = v.z;
+  w[3] = v.w;
+  ptx::cluster_sync();
+#endif
+}
+
+TEST(Sm90Ptx, ClusterRankBarrierAndRemoteSharedLoads) {
+  REQUIRE_SM90();
+  constexpr int kBlocks = 2 * kCluster;
+  DeviceBuffer ranks(kBlocks * 4), scalar(kBlocks * 128 * 4), wide(kBlocks * 128 * 16);
+  ranks.fill_byte(0xff);
+  scalar.fill_byte(0);
+  wide.fill_byte(0);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(1, kBlocks, 1);
+  cfg.blockDim = dim3(128);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = kCluster;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CUDA_OK(cudaLaunchKernelEx(&cfg, cluster_exchange_kernel, static_cast<int*>(ranks.get()),
+                             static_cast<float*>(scalar.get()), static_cast<float*>(wide.get())));
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<int> got_rank(kBlocks);
+  std::vector<float> got_scalar(kBlocks * 128), got_wide(kBlocks * 128 * 4);
+  ranks.download(got_rank.data(), got_rank.size() * 4);
+  scalar.download(got_scalar.data(), got_scalar.size() * 4);
+  wide.download(got_wide.data(), got_wide.size() * 4);
+  for (int b = 0; b < kBlocks; ++b) {
+    EXPECT_EQ(got_rank[b], b % kCluster) << "block " << b;
+    const int peer = (b % kCluster + 1) % kCluster;
+    for (int t = 0; t < 128; ++t) {
+      ASSERT_EQ(got_scalar[b * 128 + t], float(peer * 10000 + t)) << "block " << b << " thread " << t;
+      for (int e = 0; e < 4; ++e)
+        ASSERT_EQ(got_wide[(b * 128 + t) * 4 + e], float(peer * 10000 + 4 * t + e)) << "block " << b << " thread " << t;
+    }
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <new>
 #include <string>
@@ -365,6 +366,75 @@ TEST(KVCacheCuda, DeviceValidationReportsBadTables) {
   int appended = 0;
   for (std::size_t i = 0; i < k_after.size(); ++i) appended += k_after[i] != k_before[i];
   EXPECT_LE(appended, c.heads_kv * c.head_dim) << "more than one sequence's slot was written";
+}
+
+// With FLASHPP_DECODE_CLUSTER=1 on sm90 (the "cluster." copy of this binary's
+// tests), the splits of batch-1 decode shapes merge in thread-block clusters:
+// the selection must say so, and the results pass the same checks. Split counts
+// 2..16, splits that see no key, masks, append + rotary, paged caches, head dims
+// 64/128/256, several query tokens.
+TEST(KVCacheCuda, ClusterMergeDecodeShapes) {
+  REQUIRE_GPU();
+  const char* env = std::getenv("FLASHPP_DECODE_CLUSTER");
+  if (env == nullptr || std::string(env) != "1") GTEST_SKIP() << "runs with FLASHPP_DECODE_CLUSTER=1 (the cluster. tests)";
+  cudaDeviceProp prop;
+  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major != 9) GTEST_SKIP() << "the cluster merge runs on sm_90 GPUs only";
+  struct Shape {
+    const char* label;
+    int head_dim, seqlen_q, splits, cache_len, page_size;  // page_size 0: contiguous
+    bool causal, append;
+    std::int64_t window_left;
+  };
+  const Shape shapes[] = {
+      {"d128_splits16", 128, 1, 16, 2900, 0, false, false, -1},
+      {"d128_splits2", 128, 1, 2, 1500, 0, false, false, -1},
+      {"d128_splits5_page64", 128, 1, 5, 2000, 64, false, false, -1},
+      {"d128_splits16_empty_splits", 128, 1, 16, 70, 0, false, false, -1},
+      {"d128_sq4_causal_append", 128, 4, 8, 1200, 0, true, true, -1},
+      {"d128_window", 128, 1, 12, 2500, 16, true, false, 300},
+      {"d64_splits16", 64, 2, 16, 3000, 0, false, false, -1},
+      {"d256_splits9", 256, 1, 9, 1800, 256, false, false, -1},
+  };
+  int index = 0;
+  for (const Shape& sh : shapes) {
+    for (DType dt : kDtypes) {
+      SCOPED_TRACE(std::string(sh.label) + " " + short_name(dt));
+      auto rng = make_rng("KVCacheCuda.ClusterMergeDecodeShapes", std::uint64_t(index++));
+      KVCase c;
+      c.label = sh.label;
+      c.dtype = dt;
+      c.batch = 1;
+      c.heads_q = 32;
+      c.heads_kv = 8;
+      c.head_dim = c.head_dim_v = sh.head_dim;
+      c.seqlen_q = sh.seqlen_q;
+      c.causal = sh.causal;
+      c.window_left = sh.window_left;
+      if (sh.window_left >= 0) c.window_right = 0;
+      c.num_splits = sh.splits;
+      const int slots = sh.cache_len + 64;
+      if (sh.page_size > 0) {
+        c.paged = true;
+        c.page_size = sh.page_size;
+        c.max_pages = (slots + sh.page_size - 1) / sh.page_size;
+        c.extra_pages = 3;
+      } else {
+        c.seqlen_cache = slots;
+      }
+      c.cache_lens = {sh.cache_len};
+      if (sh.append) {
+        c.seqlen_new = sh.seqlen_q;
+        c.rotary_dim = sh.head_dim / 2;
+      }
+      KVTensors t = make_kv_tensors(c, rng);
+      DeviceTensors dev(t);
+      const Selection sel = select_kvcache(dev.args(c), c.options());
+      ASSERT_TRUE(sel.ok) << sel.reason;
+      EXPECT_NE(sel.backend.find("cluster-merge"), std::string::npos) << sel.backend;
+      expect_gpu_case(c, rng, index % 3 == 0);
+    }
+  }
 }
 
 TEST(KVCacheCuda, SelectNamesTheKernel) {

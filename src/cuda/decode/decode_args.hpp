@@ -29,6 +29,10 @@ struct DecodeArgs {
   // negative, right after the wait.
   int prefetch_keys = 0;
   int dependents_tiles_left = -1;
+  // sm90: when > 0 (it then equals p.num_splits), the launch's clusters are the
+  // splits of one (sequence, kv head, row block) and the splits merge through
+  // distributed shared memory (cluster_merge.cuh): no partials, no counters.
+  int cluster_splits = 0;
 };
 
 // One compiled attention kernel (dtype, head dim, row tiles).
@@ -36,7 +40,11 @@ struct AttentionKernel {
   // Opts in to its shared memory on the current device and reports how many
   // blocks fit on one SM. Host-side only; call before capturing a graph.
   cudaError_t (*prepare)(int* blocks_per_sm);
-  cudaError_t (*launch)(const DecodeArgs& args, dim3 grid, cudaStream_t stream, bool dependent);
+  // sm90: how many clusters of `cluster` blocks (along the split dimension) can
+  // be resident at once (0: none); opts the kernel in to clusters above 8.
+  cudaError_t (*cluster_fit)(int cluster, int* max_clusters);
+  // cluster > 1: launch with clusters of that many blocks along grid.y.
+  cudaError_t (*launch)(const DecodeArgs& args, dim3 grid, cudaStream_t stream, bool dependent, int cluster);
   std::size_t smem_bytes;
 };
 

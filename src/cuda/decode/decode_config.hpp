@@ -20,6 +20,9 @@ namespace flashpp::cuda::decode {
 
 inline constexpr std::size_t kSmemLimit = 227 * 1024;  // opt-in shared memory per block (sm80/sm90)
 inline constexpr int kMaxSplits = 128;
+// Largest cluster of split blocks (sm90; the most a cluster may hold when the
+// kernel opts in to non-portable sizes).
+inline constexpr int kMaxClusterSplits = 16;
 
 struct DecodeTiles {
   int head_dim;       // compiled head dim (q/k and v both fit in it)
@@ -68,6 +71,12 @@ constexpr std::size_t merge_bytes(const DecodeTiles& t, int mt) {
   return std::size_t(t.warps) * 16 * mt * (t.head_dim + 4) * 4;
 }
 
+// A split's partial (O as [rows][head_dim] floats and a log2-domain LSE per
+// row), kept in shared memory for the cluster merge; placed after the merge
+// buffer, inside the ring.
+constexpr std::size_t cluster_part_bytes(const DecodeTiles& t, int mt) {
+  return std::size_t(16) * mt * t.head_dim * 4 + std::size_t(16) * mt * 4;
+}
 constexpr std::size_t smem_bytes(const DecodeTiles& t, int mt) {
   const std::size_t ring = t.stages * stage_bytes(t);
   const std::size_t q = std::size_t(16) * mt * t.head_dim * 2;
@@ -77,6 +86,15 @@ constexpr std::size_t smem_bytes(const DecodeTiles& t, int mt) {
   return (total + 127) / 128 * 128;  // the struct's 128-byte alignment pads it
 }
 
+// Shared memory a cluster launch asks for: at least enough that a second block
+// cannot share the SM. The cluster merge is for few groups (batch-1 steps), where
+// each block should have an SM's share of HBM to itself; the GPC-local placement
+// of a cluster's blocks could otherwise pair two of them on one SM.
+inline constexpr std::size_t kClusterSmemFloor = 116 * 1024;
+constexpr std::size_t cluster_launch_smem(std::size_t bytes) {
+  return bytes > kClusterSmemFloor ? bytes : kClusterSmemFloor;
+}
+
 constexpr bool decode_row_ok(const DecodeTiles& t, int max_mt) {
   const std::size_t per_sm = 228 * 1024;  // shared memory of one SM, 1 KiB of it reserved per block
   // The page-id window must cover the S - 1 tiles the prologue issues.
@@ -84,7 +102,7 @@ constexpr bool decode_row_ok(const DecodeTiles& t, int max_mt) {
             (t.stages - 1) * t.block_n() <= t.page_ids;
   for (int mt = 1; mt <= max_mt; ++mt)
     ok = ok && smem_bytes(t, mt) <= kSmemLimit && (smem_bytes(t, mt) + 1024) * t.blocks_per_sm <= per_sm &&
-         merge_bytes(t, mt) <= t.stages * stage_bytes(t);
+         merge_bytes(t, mt) + cluster_part_bytes(t, mt) <= t.stages * stage_bytes(t);
   return ok;
 }
 

@@ -25,12 +25,14 @@
 #include "cuda/common/smem_tile.cuh"
 #include "cuda/common/warp_gemm.cuh"
 #include "cuda/decode/decode_args.hpp"
+#include "cuda/decode/cluster_merge.cuh"
 #include "cuda/decode/decode_config.hpp"
 #include "cuda/decode/phase_trace.cuh"
 #include "cuda/decode/span_prefetch.cuh"
 #include "cuda/decode/split_combine.cuh"
 #include "cuda/decode/validation.cuh"
 #include "cuda/ptx/atomic.cuh"
+#include "cuda/ptx/cluster.cuh"
 #include "cuda/ptx/cp_async.cuh"
 #include "cuda/ptx/grid_dependency.cuh"
 #include "cuda/ptx/math.cuh"
@@ -49,7 +51,11 @@ struct DecodeSmem {
       alignas(128) unsigned char k[kT.stages][KVTile::kBytes];
       alignas(128) unsigned char v[kT.stages][KVTile::kBytes];
     } tiles;
-    alignas(128) float merge[kWarps][kRows][D + 4];
+    struct {
+      alignas(128) float merge[kWarps][kRows][D + 4];
+      alignas(16) float part[kRows][D];  // cluster merge: this split's partial O
+      float part_lse2[kRows];            // and its LSEs (log2 domain)
+    } out;
   };
   Ring ring;
   alignas(128) unsigned char q[QTile::kBytes];
@@ -395,7 +401,7 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
       float m_all, l_all;
       block_row(r, m_all, l_all);
       const float f = l_all > 0.f ? ptx::ex2_approx(softmax.max[mt][hh] - m_all) * __frcp_rn(l_all) : 0.f;
-      float* dst = sm.ring.merge[warp][r];
+      float* dst = sm.ring.out.merge[warp][r];
 #pragma unroll
       for (int nt = 0; nt < NO; ++nt) {
         dst[nt * 8 + 2 * t4] = o[mt][nt][2 * hh] * f;
@@ -405,16 +411,47 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
   __syncthreads();
   trace.stamp(kPhaseWarpMerge);
 
+  const int dv = a.head_dim_v;
+  // ---- cluster launch: the partial stays in shared memory, the cluster merges ----
+  if (args.cluster_splits > 0) {
+    for (int idx = tid; idx < rows * (D / 4); idx += kThreads) {
+      const int r = idx / (D / 4), c = (idx % (D / 4)) * 4;
+      if (c >= dv) continue;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float4 x = *reinterpret_cast<const float4*>(&sm.ring.out.merge[w][r][c]);
+        acc.x += x.x;
+        acc.y += x.y;
+        acc.z += x.z;
+        acc.w += x.w;
+      }
+      *reinterpret_cast<float4*>(&sm.ring.out.part[r][c]) = acc;
+      if (c == 0) {
+        float m_all, l_all;
+        block_row(r, m_all, l_all);
+        sm.ring.out.part_lse2[r] = l_all > 0.f ? m_all + __log2f(l_all) : -INFINITY;
+      }
+    }
+    trace.stamp(kPhaseWritten);
+    ptx::cluster_sync();  // every split's partial is in its block's shared memory
+    trace.stamp(kPhaseArrived);
+    merge_cluster_partials<T, D>(args, b, hk, row0, rows, ptx::smem_u32(&sm.ring.out.part[0][0]),
+                                 ptx::smem_u32(&sm.ring.out.part_lse2[0]));
+    trace.merged();
+    trace.exit();
+    return;
+  }
+
   // ---- write: final rows (one split) or this split's partial ----
   const bool final_rows = p.num_splits == 1;
-  const int dv = a.head_dim_v;
   for (int idx = tid; idx < rows * (D / 4); idx += kThreads) {
     const int r = idx / (D / 4), c = (idx % (D / 4)) * 4;
     if (c >= dv) continue;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
-      const float4 x = *reinterpret_cast<const float4*>(&sm.ring.merge[w][r][c]);
+      const float4 x = *reinterpret_cast<const float4*>(&sm.ring.out.merge[w][r][c]);
       acc.x += x.x;
       acc.y += x.y;
       acc.z += x.z;
@@ -474,39 +511,88 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
   trace.exit();
 }
 
+// Opts `kernel` in to the shared memory of its launches: `bytes`, or the cluster
+// launch's floor where the device has that much (the same value from every
+// caller, so concurrent first calls cannot undo each other).
+template <class Kernel>
+cudaError_t opt_in_smem(Kernel kernel, std::size_t bytes) {
+  int device = 0, optin = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e != cudaSuccess) return e;
+  const std::size_t want = cluster_launch_smem(bytes) <= std::size_t(optin) ? cluster_launch_smem(bytes) : bytes;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(want));
+}
+
 template <typename T, int D, int MT, bool WIDE>
 cudaError_t prepare_decode_kernel(int* blocks_per_sm) {
   constexpr DecodeTiles kT = decode_tiles(D, WIDE);
   constexpr std::size_t bytes = smem_bytes(kT, MT);
-  cudaError_t e =
-      cudaFuncSetAttribute(decode_kernel<T, D, MT, WIDE>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  cudaError_t e = opt_in_smem(decode_kernel<T, D, MT, WIDE>, bytes);
   if (e != cudaSuccess) return e;
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, decode_kernel<T, D, MT, WIDE>, kT.threads(),
                                                        bytes);
 }
 
-// dependent: launch as a programmatic dependent of the previous kernel on the
-// stream (sm90+; the kernel waits for it before reading anything).
+// Clusters of `cluster` blocks along grid.y (the splits of one group).
+inline cudaLaunchAttribute cluster_attribute(int cluster) {
+  cudaLaunchAttribute at = {};
+  at.id = cudaLaunchAttributeClusterDimension;
+  at.val.clusterDim.x = 1;
+  at.val.clusterDim.y = unsigned(cluster);
+  at.val.clusterDim.z = 1;
+  return at;
+}
+
 template <typename T, int D, int MT, bool WIDE>
-cudaError_t launch_decode_kernel(const DecodeArgs& args, dim3 grid, cudaStream_t stream, bool dependent) {
+cudaError_t decode_cluster_fit(int cluster, int* max_clusters) {
+  constexpr DecodeTiles kT = decode_tiles(D, WIDE);
+  *max_clusters = 0;
+  cudaError_t e = opt_in_smem(decode_kernel<T, D, MT, WIDE>, smem_bytes(kT, MT));
+  if (e != cudaSuccess) return e;
+  if (cluster > 8) {
+    e = cudaFuncSetAttribute(decode_kernel<T, D, MT, WIDE>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (e != cudaSuccess) return e;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(1, unsigned(cluster), 1);
+  cfg.blockDim = dim3(kT.threads());
+  cfg.dynamicSmemBytes = cluster_launch_smem(smem_bytes(kT, MT));
+  cudaLaunchAttribute attr[1] = {cluster_attribute(cluster)};
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaOccupancyMaxActiveClusters(max_clusters, decode_kernel<T, D, MT, WIDE>, &cfg);
+}
+
+// dependent: launch as a programmatic dependent of the previous kernel on the
+// stream (sm90+; the kernel waits for it before reading anything). cluster > 1:
+// clusters of that many blocks along grid.y (args.cluster_splits says so).
+template <typename T, int D, int MT, bool WIDE>
+cudaError_t launch_decode_kernel(const DecodeArgs& args, dim3 grid, cudaStream_t stream, bool dependent,
+                                 int cluster) {
   constexpr DecodeTiles kT = decode_tiles(D, WIDE);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(kT.threads());
-  cfg.dynamicSmemBytes = smem_bytes(kT, MT);
+  cfg.dynamicSmemBytes = cluster > 1 ? cluster_launch_smem(smem_bytes(kT, MT)) : smem_bytes(kT, MT);
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  int n = 0;
+  if (dependent) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (cluster > 1) attr[n++] = cluster_attribute(cluster);
   cfg.attrs = attr;
-  cfg.numAttrs = dependent ? 1 : 0;
+  cfg.numAttrs = unsigned(n);
   return cudaLaunchKernelEx(&cfg, decode_kernel<T, D, MT, WIDE>, args);
 }
 
 template <typename T, int D, int MT, bool WIDE>
 AttentionKernel attention_kernel() {
-  return {&prepare_decode_kernel<T, D, MT, WIDE>, &launch_decode_kernel<T, D, MT, WIDE>,
-          smem_bytes(decode_tiles(D, WIDE), MT)};
+  return {&prepare_decode_kernel<T, D, MT, WIDE>, &decode_cluster_fit<T, D, MT, WIDE>,
+          &launch_decode_kernel<T, D, MT, WIDE>, smem_bytes(decode_tiles(D, WIDE), MT)};
 }
 
 }  // namespace flashpp::cuda::decode

@@ -1,7 +1,9 @@
 // Host side of the CUDA decode path: picks the compiled kernel (dtype, head
 // dim, row tiles), sizes the split-KV workspace, and orders the work on the
 // caller's stream: clear status -> append -> (clear split counters) ->
-// attention, whose last split block per group merges the partials. No host
+// attention, whose last split block per group merges the partials (or, on
+// sm90 with FLASHPP_DECODE_CLUSTER=1, whose clusters merge their splits in
+// distributed shared memory). No host
 // synchronization and no allocation, so the sequence can be graph-captured.
 // On sm90 the append and attention kernels are programmatic dependents of the
 // kernel before them (ptx/grid_dependency.cuh): each one's launch overlaps the
@@ -98,6 +100,18 @@ int dependents_tiles_left() {
   return t;
 }
 
+// Split merge through distributed shared memory (cluster_merge.cuh) on sm90:
+// FLASHPP_DECODE_CLUSTER=1 turns it on where it applies (2..16 splits, and every
+// group's cluster resident at once). Off by default until a same-run A/B on the
+// device has measured it (docs/kvcache.md, "Seventh round").
+bool cluster_merge_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("FLASHPP_DECODE_CLUSTER");
+    return e != nullptr && std::string(e) == "1";
+  }();
+  return on;
+}
+
 // Paged caches with pages smaller than the 4-warp tile: their per-row page
 // lookups make the tile loop issue-bound, and 8 warps per block measured 3-5%
 // faster there (batch 1 and 16, page 16). Elsewhere the 4-warp kernel is as fast
@@ -180,10 +194,42 @@ int prepared_blocks_per_sm(const KVCacheParams& p, const Shape& s, int device) {
   return blocks;
 }
 
-std::string kernel_name(const KVCacheParams& p, const Shape& s) {
+// Clusters of num_splits blocks resident at once for this kernel, per device
+// (0 where none fits or the device has no clusters).
+std::map<std::tuple<int, int, int, int, int>, int> g_cluster_fit;
+
+int resident_clusters(const KVCacheParams& p, const Shape& s, int device) {
+  const auto key = std::make_tuple(device, int(p.attn.dtype), s.head_dim, s.row_tiles + (s.wide ? 100 : 0), p.num_splits);
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_cluster_fit.find(key);
+    if (it != g_cluster_fit.end()) return it->second;
+  }
+  DeviceGuard guard(device);
+  int fit = 0;
+  if (kernel_for(p, s).cluster_fit(p.num_splits, &fit) != cudaSuccess) {
+    cudaGetLastError();  // a device or driver without (large) clusters: the L2 merge
+    fit = 0;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_cluster_fit[key] = fit;
+  return fit;
+}
+
+// The cluster size of this call's launch: num_splits when the splits merge in
+// a cluster, else 0 (the L2 merge, or one split).
+int cluster_splits(const KVCacheParams& p, const Shape& s, int device) {
+  if (!cluster_merge_enabled() || p.num_splits < 2 || p.num_splits > kMaxClusterSplits) return 0;
+  if (device_facts(device).major < 9) return 0;
+  const std::int64_t groups = std::int64_t(p.attn.batch) * p.attn.heads_kv * s.row_blocks;
+  // All groups in one wave: a cluster waiting for a free GPC would stall the step.
+  return resident_clusters(p, s, device) >= groups ? p.num_splits : 0;
+}
+
+std::string kernel_name(const KVCacheParams& p, const Shape& s, int cluster) {
   return std::string("cuda-decode ") + (p.attn.dtype == ElemType::bf16 ? "bf16" : "f16") + " hdim" +
          std::to_string(s.head_dim) + " rows" + std::to_string(16 * s.row_tiles) + (s.wide ? " warps8" : "") + " splits" +
-         std::to_string(p.num_splits) + (p.paged() ? " paged" : " contiguous");
+         std::to_string(p.num_splits) + (cluster > 0 ? " cluster-merge" : "") + (p.paged() ? " paged" : " contiguous");
 }
 
 std::int64_t part_rows(const KVCacheParams& p) {
@@ -224,7 +270,12 @@ DecodeChoice select(const KVCacheParams& p, int device) {
     return {false, "", "the decode kernels take float16 or bfloat16"};
   const Shape s = shape_of(p, true);
   if (s.head_dim == 0) return {false, "", "head dim above 256"};
-  return {true, kernel_name(p, s), ""};
+  int cluster = 0;
+  if (p.num_splits >= 2 && cluster_merge_enabled()) {
+    prepared_blocks_per_sm(p, s, device);  // the cluster query needs the shared-memory opt-in
+    cluster = cluster_splits(p, s, device);
+  }
+  return {true, kernel_name(p, s, cluster), ""};
 }
 
 int num_splits(const KVCacheParams& p, int device) {
@@ -275,7 +326,9 @@ void run(const KVCacheParams& p, void* workspace, std::size_t, void* stream_ptr,
     args.prefetch_keys = std::max(prefetch_keys(), 0);
     args.dependents_tiles_left = dependents_tiles_left();
   }
-  if (p.num_splits > 1) {
+  const int cluster = cluster_splits(p, s, device);
+  args.cluster_splits = cluster;
+  if (p.num_splits > 1 && cluster == 0) {
     const SplitScratch w = split_scratch(p, s);
     char* base = static_cast<char*>(workspace);
     args.o_part = reinterpret_cast<float*>(base);
@@ -291,7 +344,7 @@ void run(const KVCacheParams& p, void* workspace, std::size_t, void* stream_ptr,
     }
   }
   const dim3 grid(unsigned(a.batch) * unsigned(a.heads_kv), unsigned(p.num_splits), unsigned(s.row_blocks));
-  check_cuda(kernel_for(p, s).launch(args, grid, stream, dependent), "launching the decode attention kernel");
+  check_cuda(kernel_for(p, s).launch(args, grid, stream, dependent, cluster), "launching the decode attention kernel");
   check_launch("decode attention kernel");
 }
 
