@@ -370,7 +370,8 @@ TEST(KVCacheCuda, DeviceValidationReportsBadTables) {
 
 // With FLASHPP_DECODE_CLUSTER=1 on sm90 (the "cluster." copy of this binary's
 // tests), the splits of batch-1 decode shapes merge in thread-block clusters:
-// the selection must say so, and the results pass the same checks. Split counts
+// the selection must say so (where the clusters fit), and the results pass the
+// same checks. Split counts
 // 2..16, splits that see no key, masks, append + rotary, paged caches, head dims
 // 64/128/256, several query tokens.
 TEST(KVCacheCuda, ClusterMergeDecodeShapes) {
@@ -431,7 +432,14 @@ TEST(KVCacheCuda, ClusterMergeDecodeShapes) {
       DeviceTensors dev(t);
       const Selection sel = select_kvcache(dev.args(c), c.options());
       ASSERT_TRUE(sel.ok) << sel.reason;
-      EXPECT_NE(sel.backend.find("cluster-merge"), std::string::npos) << sel.backend;
+      // Eight clusters of up to 8 blocks (one per SM) fit on any sm90 part; larger
+      // clusters need that many free SMs in one GPC, which the part may not have for
+      // all eight groups at once (the launcher then keeps the L2 merge; reported).
+      const bool cluster = sel.backend.find("cluster-merge") != std::string::npos;
+      if (sh.splits <= 8) {
+        EXPECT_TRUE(cluster) << sel.backend;
+      }
+      testing::Test::RecordProperty(std::string("merge_") + sh.label, cluster ? "cluster" : "L2");
       expect_gpu_case(c, rng, index % 3 == 0);
     }
   }
