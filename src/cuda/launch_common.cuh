@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdlib>
+#include <type_traits>
 
 #include "common/params.hpp"
 #include "cuda/check.hpp"
@@ -20,6 +22,24 @@ template <>
 constexpr ElemType elem_type_of<__nv_bfloat16>() { return ElemType::bf16; }
 
 inline unsigned blocks(int n, int per_block) { return unsigned((n + per_block - 1) / per_block); }
+
+// Tile variants (tuning builds compile several per head dim; one benchmark
+// process compares them, so the choice is read per call):
+// the variant environment variable `name` forces (one digit below `count`), or -1.
+inline int forced_variant(const char* name, int count) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || v[0] < '0' || v[0] >= '0' + count || v[1] != '\0') return -1;
+  return v[0] - '0';
+}
+
+// Calls f(std::integral_constant<int, v>{}) for the runtime variant v < Count.
+template <int Count, int V = 0, class F>
+void with_variant(int v, F&& f) {
+  if constexpr (V < Count) {
+    if (v == V) return f(std::integral_constant<int, V>{});
+    with_variant<Count, V + 1>(v, f);
+  }
+}
 
 template <typename Kernel, typename... Args>
 void launch_kernel(Kernel kernel, dim3 grid, int threads, std::size_t smem, cudaStream_t stream, const char* what,

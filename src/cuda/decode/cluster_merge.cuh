@@ -17,6 +17,7 @@
 #include "cuda/common/element.cuh"
 #include "cuda/decode/decode_args.hpp"
 #include "cuda/decode/decode_config.hpp"
+#include "cuda/decode/split_combine.cuh"  // add_weighted_partials, store_merged_row
 #include "cuda/ptx/cluster.cuh"
 #include "cuda/ptx/math.cuh"
 
@@ -30,8 +31,7 @@ template <typename T, int D>
 __device__ __forceinline__ void merge_cluster_partials(const DecodeArgs& args, int b, int hk, int row0, int rows,
                                                        std::uint32_t part_o, std::uint32_t part_lse2) {
   const AttnParams& a = args.p.attn;
-  const int splits = args.cluster_splits, gq = a.gqa_ratio, dv = a.head_dim_v;
-  constexpr float kLn2 = 0.69314718055994531f;
+  const int splits = args.cluster_splits, dv = a.head_dim_v;
   const int rank = int(ptx::cluster_rank());
 
   // Output element idx (a row and 4 columns) is merged by block idx % splits.
@@ -57,29 +57,8 @@ __device__ __forceinline__ void merge_cluster_partials(const DecodeArgs& args, i
     for (int s = 0; s < kMaxClusterSplits; ++s) m = fmaxf(m, l[s]);
     float sum = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (m != -INFINITY) {
-#pragma unroll
-      for (int s = 0; s < kMaxClusterSplits; ++s) {
-        if (l[s] == -INFINITY) continue;  // a split that saw no key adds nothing
-        const float w = ptx::ex2_approx(l[s] - m);
-        sum += w;
-        acc.x += w * x[s].x;
-        acc.y += w * x[s].y;
-        acc.z += w * x[s].z;
-        acc.w += w * x[s].w;
-      }
-    }
-    const float inv = sum > 0.f ? __frcp_rn(sum) : 0.f;
-    const int pr = row0 + r, i = pr / gq, h = hk * gq + pr % gq;
-    T* out = static_cast<T*>(a.o) + b * a.o_batch_stride + std::int64_t(i) * a.o_row_stride +
-             std::int64_t(h) * a.o_head_stride + c;
-    uint2 packed;
-    packed.x = Element<T>::pack(acc.x * inv, acc.y * inv);
-    packed.y = Element<T>::pack(acc.z * inv, acc.w * inv);
-    *reinterpret_cast<uint2*>(out) = packed;
-    if (c == 0 && a.lse != nullptr)
-      a.lse[b * a.lse_batch_stride + std::int64_t(h) * a.lse_head_stride + i] =
-          sum > 0.f ? (m + __log2f(sum)) * kLn2 : -INFINITY;
+    if (m != -INFINITY) add_weighted_partials(acc, sum, l, x, m);
+    store_merged_row<T>(a, b, hk, row0 + r, c, acc, sum, m);
   }
   ptx::cluster_sync();  // no block exits while another may still read its shared memory
 }

@@ -411,40 +411,10 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
   __syncthreads();
   trace.stamp(kPhaseWarpMerge);
 
+  // ---- write: final rows (one split), this split's partial to L2, or, in a
+  // cluster launch, the partial to this block's shared memory ----
+  const bool final_rows = p.num_splits == 1, in_cluster = args.cluster_splits > 0;
   const int dv = a.head_dim_v;
-  // ---- cluster launch: the partial stays in shared memory, the cluster merges ----
-  if (args.cluster_splits > 0) {
-    for (int idx = tid; idx < rows * (D / 4); idx += kThreads) {
-      const int r = idx / (D / 4), c = (idx % (D / 4)) * 4;
-      if (c >= dv) continue;
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float4 x = *reinterpret_cast<const float4*>(&sm.ring.out.merge[w][r][c]);
-        acc.x += x.x;
-        acc.y += x.y;
-        acc.z += x.z;
-        acc.w += x.w;
-      }
-      *reinterpret_cast<float4*>(&sm.ring.out.part[r][c]) = acc;
-      if (c == 0) {
-        float m_all, l_all;
-        block_row(r, m_all, l_all);
-        sm.ring.out.part_lse2[r] = l_all > 0.f ? m_all + __log2f(l_all) : -INFINITY;
-      }
-    }
-    trace.stamp(kPhaseWritten);
-    ptx::cluster_sync();  // every split's partial is in its block's shared memory
-    trace.stamp(kPhaseArrived);
-    merge_cluster_partials<T, D>(args, b, hk, row0, rows, ptx::smem_u32(&sm.ring.out.part[0][0]),
-                                 ptx::smem_u32(&sm.ring.out.part_lse2[0]));
-    trace.merged();
-    trace.exit();
-    return;
-  }
-
-  // ---- write: final rows (one split) or this split's partial ----
-  const bool final_rows = p.num_splits == 1;
   for (int idx = tid; idx < rows * (D / 4); idx += kThreads) {
     const int r = idx / (D / 4), c = (idx % (D / 4)) * 4;
     if (c >= dv) continue;
@@ -457,13 +427,19 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
       acc.z += x.z;
       acc.w += x.w;
     }
-    const int pr = row0 + r, i = pr / gq, h = hk * gq + pr % gq;
-    float lse = -INFINITY;
+    float lse2 = -INFINITY;
     if (c == 0) {
       float m_all, l_all;
       block_row(r, m_all, l_all);
-      if (l_all > 0.f) lse = (m_all + __log2f(l_all)) * 0.69314718055994531f;
+      if (l_all > 0.f) lse2 = m_all + __log2f(l_all);
     }
+    if (in_cluster) {
+      *reinterpret_cast<float4*>(&sm.ring.out.part[r][c]) = acc;
+      if (c == 0) sm.ring.out.part_lse2[r] = lse2;
+      continue;
+    }
+    const float lse = lse2 * 0.69314718055994531f;  // -inf stays -inf
+    const int pr = row0 + r, i = pr / gq, h = hk * gq + pr % gq;
     if (final_rows) {
       T* dst = static_cast<T*>(a.o) + b * a.o_batch_stride + std::int64_t(i) * a.o_row_stride +
                std::int64_t(h) * a.o_head_stride + c;
@@ -480,6 +456,15 @@ __global__ void __launch_bounds__(decode_tiles(D, WIDE).threads(), decode_tiles(
     }
   }
   trace.stamp(kPhaseWritten);
+  if (in_cluster) {
+    ptx::cluster_sync();  // every split's partial is in its block's shared memory
+    trace.stamp(kPhaseArrived);
+    merge_cluster_partials<T, D>(args, b, hk, row0, rows, ptx::smem_u32(&sm.ring.out.part[0][0]),
+                                 ptx::smem_u32(&sm.ring.out.part_lse2[0]));
+    trace.merged();
+    trace.exit();
+    return;
+  }
   if (final_rows) {
     trace.exit();
     return;

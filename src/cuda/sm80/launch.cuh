@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include <cstdlib>
 
 #include "cuda/check.hpp"
 #include "cuda/launch_common.cuh"
@@ -40,9 +39,8 @@ inline constexpr bool kBwdCompiled = bwd_has_variant(D, V) && (V == 0 || kTuning
 template <int D>
 int bwd_tile_variant() {
   if constexpr (kTuningBuild) {
-    const char* v = std::getenv("FLASHPP_SM80_BWD_TILES");
-    if (v != nullptr && v[0] >= '0' && v[0] < '0' + kBwdVariants && v[1] == '\0' && bwd_has_variant(D, v[0] - '0'))
-      return v[0] - '0';
+    const int v = forced_variant("FLASHPP_SM80_BWD_TILES", kBwdVariants);
+    if (v >= 0 && bwd_has_variant(D, v)) return v;
   }
   return 0;
 }
@@ -54,19 +52,11 @@ void launch_bwd_tiles(const AttnParams& p, const LaunchArgs& a) {
                 sizeof(BwdSmem<D, V>), a.stream, "backward kernel", p, a.bwd);
 }
 
-template <typename T, int D, int V = 0>
-void launch_bwd_variant(int v, const AttnParams& p, const LaunchArgs& a) {
-  if constexpr (V < kBwdVariants) {
-    if constexpr (kBwdCompiled<D, V>) {
-      if (v == V) return launch_bwd_tiles<T, D, V>(p, a);
-    }
-    launch_bwd_variant<T, D, V + 1>(v, p, a);
-  }
-}
-
 template <typename T, int D>
 void launch_bwd(const AttnParams& p, const LaunchArgs& a) {
-  launch_bwd_variant<T, D>(bwd_tile_variant<D>(), p, a);
+  with_variant<kBwdVariants>(bwd_tile_variant<D>(), [&](auto v) {
+    if constexpr (kBwdCompiled<D, decltype(v)::value>) launch_bwd_tiles<T, D, decltype(v)::value>(p, a);
+  });
 }
 
 

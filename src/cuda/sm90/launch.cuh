@@ -54,28 +54,17 @@ inline constexpr bool kCompiled = compiled_variant(D, V, kTuningBuild);
 template <int D>
 int fwd_tile_variant(const AttnParams& p) {
   if constexpr (kTuningBuild) {
-    const char* v = std::getenv("FLASHPP_SM90_TILES");
-    if (v != nullptr && v[0] >= '0' && v[0] < '0' + kTileVariants && v[1] == '\0' &&
-        compiled_variant(D, v[0] - '0', true))
-      return v[0] - '0';
+    const int v = forced_variant("FLASHPP_SM90_TILES", kTileVariants);
+    if (v >= 0 && compiled_variant(D, v, true)) return v;
   }
   return fwd_default_variant(D, p.seqlen_k, has_window(p.window_left, p.window_right));
 }
 
-// Launches variant `v` (one the build compiled).
-template <typename T, int D, int V = 0>
-void launch_variant(int v, const AttnParams& p, const LaunchArgs& a) {
-  if constexpr (V < kTileVariants) {
-    if constexpr (kCompiled<D, V>) {
-      if (v == V) return launch_fwd_tiles<T, D, V>(p, a);
-    }
-    launch_variant<T, D, V + 1>(v, p, a);
-  }
-}
-
 template <typename T, int D>
 void launch_fwd(const AttnParams& p, const LaunchArgs& a) {
-  launch_variant<T, D>(fwd_tile_variant<D>(p), p, a);
+  with_variant<kTileVariants>(fwd_tile_variant<D>(p), [&](auto v) {
+    if constexpr (kCompiled<D, decltype(v)::value>) launch_fwd_tiles<T, D, decltype(v)::value>(p, a);
+  });
 }
 
 // Attributes (registers, spills) of the variant short calls run, which the
