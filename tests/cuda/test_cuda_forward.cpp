@@ -109,6 +109,47 @@ TEST(CudaForward, LongKeyCases) {
       }
 }
 
+// The Hopper epilogue writes O by 64-row slices (a TMA store per slice with the
+// staged epilogue, FLASHPP_SM90_O_STORE=tma): varlen sequences whose lengths
+// end on, just before and just after slice and block bounds (past a varlen
+// sequence's end a slice falls back to direct stores), a fixed length whose last
+// box is clipped, padded output strides, and more tiles than SMs so every block
+// reuses its staging buffer. Staged in a buffer of its own at d 64 / 128, over V
+// at 256.
+TEST(CudaForward, EpilogueRowSlices) {
+  FLASHPP_REQUIRE_GPU();
+  int index = 0;
+  for (DType dtype : kGpuDtypes)
+    for (int d : {64, 128, 256}) {
+      auto rng = make_rng(std::string("CudaForward.EpilogueRowSlices.") + gpu_dtype_name(dtype), std::uint64_t(index));
+      AttnCase c;
+      c.label = "epilogue_slices_d" + std::to_string(d);
+      c.dtype = dtype;
+      c.head_dim = c.head_dim_v = d;
+      c.causal = index % 2 == 1;
+      c.layout[int(Role::out)] = LayoutKind::padded;
+      c.varlen = true;
+      c.batch = 7;
+      c.seqlens_q = {64, 127, 129, 1, 200, 0, 65};
+      c.seqlens_k = {150, 127, 40, 90, 230, 17, 65};
+      c.heads_q = c.heads_kv = 2;
+      expect_gpu_case_matches_reference(on_gpu(c), rng, /*backward=*/false);
+      AttnCase f;
+      f.label = "epilogue_many_tiles_d" + std::to_string(d);
+      f.dtype = dtype;
+      f.head_dim = f.head_dim_v = d;
+      f.causal = index % 2 == 0;
+      f.layout[int(Role::out)] = LayoutKind::padded;
+      f.batch = 3;
+      f.heads_q = 48;
+      f.heads_kv = 6;
+      f.seqlen_q = 228;  // two query blocks, the second clipped at row 100 of its 128
+      f.seqlen_k = 40;
+      expect_gpu_case_matches_reference(on_gpu(f), rng, /*backward=*/false);
+      ++index;
+    }
+}
+
 // Two runs of the same call give bitwise-identical out and LSE.
 TEST(CudaForward, IsDeterministic) {
   FLASHPP_REQUIRE_GPU();

@@ -1,7 +1,8 @@
 // Device unit tests of the Hopper PTX wrappers (src/cuda/ptx/{wgmma,mbarrier,tma,
-// warpgroup}.cuh) against host computations: TMA tile loads with the 128-byte
+// warpgroup,stmatrix}.cuh) against host computations: TMA tile loads with the 128-byte
 // swizzle completing on an mbarrier, wgmma SS (both operands K-major) and RS (A from
 // registers, B MN-major through the transpose bit) read through sw128 descriptors,
+// stmatrix staging of accumulator rows and TMA stores clipped at the tensor's end,
 // setmaxnreg with a named-barrier hand-off between warpgroups, the L2 bulk
 // prefetch (prefetched lines never hide later writes), and clusters (rank,
 // barrier, loads from a neighbour block's shared memory). Skip unless the GPU is sm_90.
@@ -24,6 +25,7 @@
 #include "cuda/ptx/tma.cuh"
 #include "cuda/ptx/warpgroup.cuh"
 #include "cuda/ptx/wgmma.cuh"
+#include "cuda/sm90/fwd_epilogue.cuh"
 #include "cuda/sm90/tensor_maps.hpp"
 #include "gpu_support.hpp"
 #include "support/seed.hpp"
@@ -223,6 +225,78 @@ TEST(Sm90Ptx, WgmmaRSWithTransposedB) {
       for (int k = 0; k < 64; ++k) ref += pf[i * 64 + k] * vf[k * 128 + j];
       if (got[i * 128 + j] != ref && bad++ < 5)
         ADD_FAILURE() << "O[" << i << "][" << j << "] = " << got[i * 128 + j] << ", expected " << ref;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+// ---------------- stmatrix staging + TMA store ----------------
+// Two warpgroups hold a 128 x 128 accumulator tile in the wgmma layout (value of
+// (row, col) below), stage it through the forward epilogue's stmatrix helper with
+// per-row-half scales, and thread 0 stores both 64-row slices with the O map. The
+// tensor has 100 rows and a padded row stride: rows 100..127 of the second box
+// and the padding columns must stay untouched.
+constexpr int kStoreRows = 100, kStoreCols = 128, kStoreStride = 136;
+
+__host__ __device__ inline float staged_value(int row, int col) { return float((row * 7 + col * 3) % 17 - 8) / 4.f; }
+__host__ __device__ inline float staged_scale(int row) { return (row % 16) < 8 ? 0.5f : 0.25f; }
+
+__global__ void __launch_bounds__(256) stage_store_kernel(const __grid_constant__ sm90::FwdMaps maps) {
+#if FLASHPP_SM90_ENABLED
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const std::uint32_t base = (ptx::smem_u32(smem_raw) + 1023u) & ~1023u;
+  const int c = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float o[kStoreCols / 2];
+  for (int j = 0; j < kStoreCols / 8; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int row = c * 64 + warp * 16 + g + 8 * (e / 2), col = 8 * j + 2 * t + (e % 2);
+      o[4 * j + e] = staged_value(row, col);
+    }
+  const float inv[2] = {0.5f, 0.25f};
+  sm90::stage_o_rows<__nv_bfloat16, kStoreCols, 128>(o, inv, base, c, warp, lane);
+  ptx::fence_proxy_async_smem();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int slice = 0; slice < 2; ++slice)
+      for (int pn = 0; pn < kStoreCols / 64; ++pn)
+        ptx::tma_store_4d(&maps.o, base + pn * 128 * 128 + slice * 64 * 128, pn * 64, slice * 64, 0, 0);
+    ptx::tma_store_commit();
+    ptx::tma_store_wait_all();
+  }
+#endif
+}
+
+TEST(Sm90Ptx, StmatrixStagingAndClippedTmaStore) {
+  REQUIRE_SM90();
+  constexpr int kAllocRows = 128;  // 28 guard rows past the tensor
+  DeviceBuffer dout(std::size_t(kAllocRows) * kStoreStride * 2);
+  dout.fill_byte(0xff);  // 0xffff: a bf16 NaN, never a staged value
+  AttnParams p;
+  p.dtype = ElemType::bf16;
+  p.o = dout.get();
+  p.batch = 1;
+  p.heads_q = 1;
+  p.head_dim_v = kStoreCols;
+  p.seqlen_q = kStoreRows;
+  p.o_row_stride = kStoreStride;
+  p.o_head_stride = p.o_batch_stride = std::int64_t(kStoreStride) * kStoreRows;
+  ASSERT_EQ(sm90::o_store_problem(p), "");
+  sm90::FwdMaps maps{};
+  sm90::encode_o_map(p, &maps.o);
+  const int smem = 1024 + 128 * kStoreCols * 2;
+  CUDA_OK(cudaFuncSetAttribute(stage_store_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  stage_store_kernel<<<1, 256, smem>>>(maps);
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<std::uint16_t> got(std::size_t(kAllocRows) * kStoreStride);
+  dout.download(got.data(), got.size() * 2);
+  int bad = 0;
+  for (int r = 0; r < kAllocRows; ++r)
+    for (int col = 0; col < kStoreStride; ++col) {
+      const std::uint16_t v = got[std::size_t(r) * kStoreStride + col];
+      const bool written = r < kStoreRows && col < kStoreCols;
+      const std::uint16_t want = written ? float_to_bf16(staged_value(r, col) * staged_scale(r)) : 0xffff;
+      if (v != want && bad++ < 5)
+        ADD_FAILURE() << "out[" << r << "][" << col << "] = 0x" << std::hex << v << ", expected 0x" << want
+                      << std::dec << (written ? "" : " (outside the tensor: untouched)");
     }
   EXPECT_EQ(bad, 0);
 }

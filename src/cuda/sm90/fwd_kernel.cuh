@@ -15,7 +15,15 @@
 //             See docs/hopper_forward.md.)
 // Key tiles are walked from the last visible one down, so the tiles needing masks
 // (the causal diagonal, the sequence end) come first and the rest run unmasked.
-// Normalization is deferred to the epilogue, which writes O and the LSE.
+// Normalization is deferred to the epilogue, which writes O and the LSE. With
+// the TMA-store epilogue (FwdKnobs::o_tma) each consumer stages its 64 rows of O
+// in shared memory (fwd_epilogue.cuh) and one of its threads issues the TMA
+// store. With a buffer of its own, nobody waits for the store: that thread
+// checks it has read the buffer only before the next tile's staging. Staged
+// over the V stages (OStaging::over_v), the consumers first meet at a barrier
+// (no one may still be reading V), the issuing thread waits until its store has
+// read the tile and signals an mbarrier, and the producer loads a tile's first V
+// only once every consumer has signalled for the previous tile.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -32,6 +40,7 @@
 #include "cuda/ptx/tma.cuh"
 #include "cuda/ptx/warpgroup.cuh"
 #include "cuda/ptx/wgmma.cuh"
+#include "cuda/sm90/fwd_epilogue.cuh"
 #include "cuda/sm90/fwd_tiles.hpp"
 #include "cuda/sm90/tensor_maps.hpp"
 #include "cuda/sm90/tile_order.cuh"
@@ -42,6 +51,10 @@ namespace flashpp::cuda::sm90 {
 // warpgroups: the consumer waiting for its turn and the one handing it over.
 inline constexpr int kPingpongBarrier = 1;
 inline constexpr std::uint32_t kTurnThreads = 2 * 128;
+// Named barrier of all consumers before they stage O over the V stages (after 1..3).
+inline constexpr int kEpilogueBarrier = 4;
+// Named barriers 5..7: consumer c's own threads around staging its O slice.
+inline constexpr int kStageBarrier = 5;
 
 // Byte offsets of the block's shared memory, from a 1024-aligned base.
 template <int D, int V>
@@ -49,14 +62,17 @@ struct FwdLayout {
   static constexpr FwdTiles kT = fwd_tiles(D, V);
   static constexpr std::uint32_t q_bytes = std::uint32_t(q_tile_bytes(kT));
   static constexpr std::uint32_t kv_bytes = std::uint32_t(kv_tile_bytes(kT));
+  static constexpr bool kOwnO = o_staging(kT) == OStaging::own_buffer;
   static constexpr std::uint32_t k = q_bytes;
   static constexpr std::uint32_t v = k + kT.stages * kv_bytes;
   static constexpr std::uint32_t bars = v + kT.stages * kv_bytes;
-  static constexpr std::uint32_t q_full = bars, q_empty = bars + 8;
-  __device__ static constexpr std::uint32_t k_full(int s) { return bars + 16 + 8 * s; }
-  __device__ static constexpr std::uint32_t k_empty(int s) { return bars + 16 + 8 * (kT.stages + s); }
-  __device__ static constexpr std::uint32_t v_full(int s) { return bars + 16 + 8 * (2 * kT.stages + s); }
-  __device__ static constexpr std::uint32_t v_empty(int s) { return bars + 16 + 8 * (3 * kT.stages + s); }
+  static constexpr std::uint32_t o = kOwnO ? std::uint32_t(o_buffer_offset(kT)) : v;  // staged O (TMA-store epilogue)
+  static constexpr std::uint32_t q_full = bars, q_empty = bars + 8, o_empty = bars + 16;
+  __device__ static constexpr std::uint32_t k_full(int s) { return bars + 24 + 8 * s; }
+  __device__ static constexpr std::uint32_t k_empty(int s) { return bars + 24 + 8 * (kT.stages + s); }
+  __device__ static constexpr std::uint32_t v_full(int s) { return bars + 24 + 8 * (2 * kT.stages + s); }
+  __device__ static constexpr std::uint32_t v_empty(int s) { return bars + 24 + 8 * (3 * kT.stages + s); }
+  static_assert(1024 + bars + barrier_bytes(kT) == fwd_smem_bytes(kT), "layout must match the tile table's budget");
 };
 
 // The key tiles [lo, hi) some row of a query block sees.
@@ -74,6 +90,46 @@ __device__ __forceinline__ KeyTiles key_tiles(const SeqRows& seq, int m0, int ro
     t.hi = int((last.hi + bn - 1) / bn);
   }
   return t;
+}
+
+// One tile of the order: where its rows are and which key tiles they see
+// (rows_q = 0: the query block lies past its sequence's end, nothing to do).
+struct TileWork {
+  TileCoord tc;
+  SeqRows seq;
+  int m0 = 0, rows_q = 0;
+  KeyTiles kt;
+};
+
+__device__ __forceinline__ TileWork tile_work(const AttnParams& p, const TileOrder& order, int tile, int bm, int bn) {
+  TileWork w;
+  w.tc = order.at(tile);
+  w.seq = sequence_rows(p, w.tc.b);
+  w.m0 = w.tc.m_block * bm;
+  if (w.m0 < w.seq.len_q) {
+    w.rows_q = min(bm, w.seq.len_q - w.m0);
+    w.kt = key_tiles(w.seq, w.m0, w.rows_q, bn, p.window_left, p.window_right);
+  }
+  return w;
+}
+
+// The tile this block takes in `round` of the order (false: none left). The order
+// is rebuilt from the parameters on each call rather than kept live across the
+// tile loop: the consumers of the wide tiles have no registers to spare for it.
+__device__ __forceinline__ bool round_tile(const AttnParams& p, const FwdKnobs& knobs, int round, int bm, int bn,
+                                           TileWork& w) {
+  const TileOrder order = TileOrder::make(p, bm, knobs.snake != 0);
+  const int tile = order.tile_of(round, int(blockIdx.x), int(gridDim.x));
+  if (tile >= order.count) return false;
+  w = tile_work(p, order, tile, bm, bn);
+  return true;
+}
+
+// Whether consumer c's 64 rows go out through the TMA store: always for fixed-length
+// batches (the box is clipped at seqlen_q), for varlen only when all 64 rows are in
+// the sequence (past its end they belong to the next one).
+__device__ __forceinline__ bool o_slice_by_tma(const TileWork& w, int c, bool varlen_q) {
+  return !varlen_q || (c + 1) * kOStoreRows <= w.rows_q;
 }
 
 // op-reduction of v[0..N) as a balanced tree (v is overwritten).
@@ -102,7 +158,8 @@ struct RingPos {
 // V: the tile variant (fwd_tiles.hpp).
 template <typename T, int D, int V>
 __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
-    fwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ FwdMaps maps) {
+    fwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ FwdMaps maps,
+               const __grid_constant__ FwdKnobs knobs) {
 #if FLASHPP_SM90_ENABLED
   constexpr FwdTiles kT = fwd_tiles(D, V);
   constexpr int BM = kT.block_m, BN = kT.block_n, ST = kT.stages, PANELS = panels(D), NC = kT.consumers;
@@ -120,6 +177,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
   if (threadIdx.x == 0) {
     ptx::mbarrier_init(base + L::q_full, 1);
     ptx::mbarrier_init(base + L::q_empty, kConsumerWarps);
+    ptx::mbarrier_init(base + L::o_empty, NC);
     for (int s = 0; s < ST; ++s) {
       ptx::mbarrier_init(base + L::k_full(s), 1);
       ptx::mbarrier_init(base + L::k_empty(s), kConsumerWarps);
@@ -130,7 +188,6 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
   }
   __syncthreads();
 
-  const TileOrder order = TileOrder::make(p, BM);
   const int wl = p.window_left, wr = p.window_right;
 
   if (wg == 0) {
@@ -140,22 +197,22 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
       ptx::tma_prefetch_map(&maps.q);
       ptx::tma_prefetch_map(&maps.k);
       ptx::tma_prefetch_map(&maps.v);
-      const bool varlen_q = p.cu_seqlens_q != nullptr, varlen_k = p.cu_seqlens_k != nullptr;
+      const bool varlen_k = p.cu_seqlens_k != nullptr;
+      // Over the V stages, a tile's first V load waits until the previous tile's
+      // O has been read out by its TMA store.
+      const bool wait_o = !L::kOwnO && knobs.o_tma != 0;
       RingPos<ST> ring;
       std::uint32_t q_iter = 0;
-      for (int tile = blockIdx.x; tile < order.count; tile += gridDim.x) {
-        const TileCoord tc = order.at(tile);
-        const SeqRows seq = sequence_rows(p, tc.b);
-        const int m0 = tc.m_block * BM;
-        if (m0 >= seq.len_q) continue;
-        const KeyTiles kt = key_tiles(seq, m0, min(BM, seq.len_q - m0), BN, wl, wr);
-        if (!kt.any()) continue;
+      TileWork w;
+      for (int round = 0; round_tile(p, knobs, round, BM, BN, w); ++round) {
+        if (w.rows_q == 0 || !w.kt.any()) continue;
+        const TileCoord tc = w.tc;
+        const KeyTiles kt = w.kt;
         const int hk = tc.h / p.gqa_ratio;
-        const int qb = varlen_q ? 0 : tc.b, kb = varlen_k ? 0 : tc.b;
-        const int qrow = int(seq.q0) + m0, krow0 = int(seq.k0);
+        const int qb = p.cu_seqlens_q != nullptr ? 0 : tc.b, kb = varlen_k ? 0 : tc.b;
+        const int qrow = int(w.seq.q0) + w.m0, krow0 = int(w.seq.k0);
 
         ptx::mbarrier_wait(base + L::q_empty, (q_iter & 1u) ^ 1u);
-        ++q_iter;
         ptx::mbarrier_arrive_expect_tx(base + L::q_full, L::q_bytes);
 #pragma unroll
         for (int c = 0; c < PANELS; ++c)
@@ -169,6 +226,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           for (int c = 0; c < PANELS; ++c)
             ptx::tma_load_4d(base + L::k + s * L::kv_bytes + c * BN * 128, &maps.k, base + L::k_full(s), c * 64,
                              krow0 + n * BN, hk, kb);
+          if (wait_o && q_iter > 0 && n == kt.hi - 1) ptx::mbarrier_wait(base + L::o_empty, (q_iter - 1) & 1u);
           ptx::mbarrier_wait(base + L::v_empty(s), ring.phase ^ 1u);
           ptx::mbarrier_arrive_expect_tx(base + L::v_full(s), L::kv_bytes);
 #pragma unroll
@@ -177,6 +235,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
                              krow0 + n * BN, hk, kb);
           ring.advance();
         }
+        ++q_iter;
       }
     }
   } else {
@@ -186,6 +245,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
     const int g = lane >> 2, t4 = lane & 3;
     const bool leader = lane == 0;
+    const bool issuer = leader && warp == 0;  // issues this consumer's O stores
     const int row_base = c * 64 + warp * 16 + g;  // + 8 * hh: this thread's two rows in the block
     const ScoreMap smap = ScoreMap::from(p);
     const bool fold = smap.folds();
@@ -225,13 +285,13 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
 
     RingPos<ST> ring;
     std::uint32_t q_iter = 0;
-    for (int tile = blockIdx.x; tile < order.count; tile += gridDim.x) {
-      const TileCoord tc = order.at(tile);
-      const SeqRows seq = sequence_rows(p, tc.b);
-      const int m0 = tc.m_block * BM;
-      if (m0 >= seq.len_q) continue;
-      const int rows_q = min(BM, seq.len_q - m0);
-      const KeyTiles kt = key_tiles(seq, m0, rows_q, BN, wl, wr);
+    TileWork w;
+    for (int round = 0; round_tile(p, knobs, round, BM, BN, w); ++round) {
+      if (w.rows_q == 0) continue;
+      const TileCoord tc = w.tc;
+      const SeqRows& seq = w.seq;
+      const int m0 = w.m0, rows_q = w.rows_q;
+      const KeyTiles& kt = w.kt;
 
       float o[D / 2];
 #pragma unroll
@@ -306,7 +366,6 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
 
       if (kt.any()) {
         ptx::mbarrier_wait(base + L::q_full, q_iter & 1u);
-        ++q_iter;
         float s[BN / 2];
         std::uint32_t pa[BN / 16][4];
         float corr[2];
@@ -358,32 +417,64 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
 
       // Epilogue: normalize, write this thread's O elements and LSE (every element of
       // the tile's valid rows, also when no key is visible: O = 0, LSE = -inf).
-      const std::int64_t o_batch = p.cu_seqlens_q != nullptr ? 0 : tc.b * p.o_batch_stride;
-      T* o_ptr = static_cast<T*>(p.o) + o_batch + (seq.q0 + m0) * p.o_row_stride + std::int64_t(tc.h) * p.o_head_stride;
+      float inv[2], sum[2];
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const float sum = quad_sum(row_sum[hh]);
-        const float inv = sum > 0.f ? 1.f / sum : 0.f;
-        const int r = row_base + 8 * hh;
-        if (r < rows_q) {
-          T* orow = o_ptr + std::int64_t(r) * p.o_row_stride;
+        sum[hh] = quad_sum(row_sum[hh]);
+        inv[hh] = sum[hh] > 0.f ? 1.f / sum[hh] : 0.f;
+      }
+      const std::int64_t o_batch = p.cu_seqlens_q != nullptr ? 0 : tc.b * p.o_batch_stride;
+      T* o_block = static_cast<T*>(p.o) + o_batch + (seq.q0 + m0) * p.o_row_stride + std::int64_t(tc.h) * p.o_head_stride;
+      if (knobs.o_tma != 0 && kt.any()) {
+        const bool by_tma = o_slice_by_tma(w, c, p.cu_seqlens_q != nullptr);
+        // The staged tile is free: with its own buffer, once this consumer's
+        // previous store has read it (checked by the thread that issued it); over
+        // V, once no consumer reads V any more.
+        if constexpr (L::kOwnO) {
+          if (issuer) ptx::tma_store_wait_read();
+          ptx::named_barrier_sync(kStageBarrier + c, 128);
+        } else {
+          ptx::named_barrier_sync(kEpilogueBarrier, kConsumerWarps * 32);
+        }
+        if (by_tma)
+          stage_o_rows<T, D, BM>(o, inv, base + L::o, c, warp, lane);
+        else
+          store_o_rows<T, D>(o, inv, o_block, p.o_row_stride, row_base, rows_q, p.head_dim_v, t4);
+        ptx::fence_proxy_async_smem();  // the stores above are read next by the TMA unit
+        ptx::named_barrier_sync(kStageBarrier + c, 128);
+        if (issuer) {
+          if (by_tma) {
+            const int qb = p.cu_seqlens_q != nullptr ? 0 : tc.b, qrow = int(seq.q0) + m0 + c * kOStoreRows;
 #pragma unroll
-          for (int j = 0; j < D / 8; ++j) {
-            const int col = j * 8 + 2 * t4;
-            if (col < p.head_dim_v)
-              *reinterpret_cast<std::uint32_t*>(orow + col) =
-                  Element<T>::pack(o[4 * j + 2 * hh] * inv, o[4 * j + 2 * hh + 1] * inv);
+            for (int pn = 0; pn < PANELS; ++pn)
+              if (pn * 64 < p.head_dim_v)
+                ptx::tma_store_4d(&maps.o, base + L::o + pn * BM * 128 + c * kOStoreRows * 128, pn * 64, qrow, tc.h,
+                                  qb);
+            ptx::tma_store_commit();
           }
-          if (p.lse != nullptr && t4 == 0) {
-            const float lse = sum > 0.f ? (row_max[hh] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
-            p.lse[tc.b * p.lse_batch_stride + std::int64_t(tc.h) * p.lse_head_stride + seq.q0 + m0 + r] = lse;
+          if constexpr (!L::kOwnO) {
+            ptx::tma_store_wait_read();
+            ptx::mbarrier_arrive(base + L::o_empty);
           }
+        }
+      } else {
+        store_o_rows<T, D>(o, inv, o_block, p.o_row_stride, row_base, rows_q, p.head_dim_v, t4);
+      }
+      if (kt.any()) ++q_iter;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = row_base + 8 * hh;
+        if (r < rows_q && p.lse != nullptr && t4 == 0) {
+          const float lse = sum[hh] > 0.f ? (row_max[hh] + log2f(sum[hh])) * 0.6931471805599453f : -INFINITY;
+          p.lse[tc.b * p.lse_batch_stride + std::int64_t(tc.h) * p.lse_head_stride + seq.q0 + m0 + r] = lse;
         }
       }
     }
     // The last consumer passed the turn to consumer 0 once more than consumer 0
     // took it; take it so the barrier ends the kernel balanced.
     if (c == 0) turn_sync();
+    // Shared memory must outlive the reads of the last O store.
+    if (issuer) ptx::tma_store_wait_read();
   }
 #endif
 }

@@ -107,18 +107,38 @@ constexpr bool fwd_rule_picks(int d, int variant) {
 constexpr int panels(int d) { return (d + 63) / 64; }
 constexpr std::size_t q_tile_bytes(const FwdTiles& t) { return std::size_t(panels(t.head_dim)) * t.block_m * 128; }
 constexpr std::size_t kv_tile_bytes(const FwdTiles& t) { return std::size_t(panels(t.head_dim)) * t.block_n * 128; }
-// Barriers: Q full/empty, K full/empty and V full/empty per stage (8 bytes each).
-constexpr std::size_t barrier_bytes(const FwdTiles& t) { return 8 * (2 + 4 * std::size_t(t.stages)); }
-// Dynamic shared memory asked for at launch: tiles, barriers, and 1 KiB to align the
-// base to the 1024-byte swizzle atom.
+// The O tile of a TMA-store epilogue has Q's shape (64-column panels of block_m rows).
+constexpr std::size_t o_tile_bytes(const FwdTiles& t) { return q_tile_bytes(t); }
+// Barriers: Q full/empty, O empty (the staged O read out), K full/empty and V
+// full/empty per stage (8 bytes each).
+constexpr std::size_t barrier_bytes(const FwdTiles& t) { return 8 * (3 + 4 * std::size_t(t.stages)); }
+// Dynamic shared memory asked for at launch: Q, the K/V stages, barriers, and 1 KiB
+// to align the base to the 1024-byte swizzle atom.
 constexpr std::size_t fwd_smem_bytes(const FwdTiles& t) {
   return 1024 + q_tile_bytes(t) + 2 * t.stages * kv_tile_bytes(t) + barrier_bytes(t);
+}
+// A buffer of O's own for the TMA-store epilogue sits after the barriers, on the
+// next swizzle atom; launches with that epilogue ask for it on top.
+constexpr std::size_t o_buffer_offset(const FwdTiles& t) { return (fwd_smem_bytes(t) - 1024 + 1023) / 1024 * 1024; }
+constexpr std::size_t fwd_smem_bytes_o_buffer(const FwdTiles& t) { return 1024 + o_buffer_offset(t) + o_tile_bytes(t); }
+// Where the epilogue stages O for its TMA store: a buffer of its own when the
+// budget has room (head dims 64-128 with the narrow tiles), else over the V
+// stages, which the producer then refills for the next tile only once the store
+// has read them (the wide tiles and head dims 192/256 use 200+ KB for Q, K, V).
+enum class OStaging { own_buffer, over_v };
+constexpr OStaging o_staging(const FwdTiles& t) {
+  return fwd_smem_bytes_o_buffer(t) <= kSmemLimit ? OStaging::own_buffer : OStaging::over_v;
+}
+// What a launch asks for, with or without the TMA-store epilogue.
+constexpr std::size_t fwd_launch_smem(const FwdTiles& t, bool o_tma) {
+  return o_tma && o_staging(t) == OStaging::own_buffer ? fwd_smem_bytes_o_buffer(t) : fwd_smem_bytes(t);
 }
 
 constexpr bool fwd_row_ok(const FwdTiles& t) {
   return (t.consumers == 2 || t.consumers == 3) && t.block_m == 64 * t.consumers && t.block_m <= 256 &&
          t.block_n % 16 == 0 && (t.block_n * 128) % 1024 == 0 && t.block_n <= 256 && t.head_dim % 16 == 0 &&
-         t.stages >= 2 && fwd_smem_bytes(t) <= kSmemLimit && 128 * fwd_threads(t) <= 65536;
+         t.stages >= 2 && fwd_smem_bytes(t) <= kSmemLimit && 128 * fwd_threads(t) <= 65536 &&
+         o_tile_bytes(t) <= t.stages * kv_tile_bytes(t);  // O fits over the V stages
 }
 constexpr bool fwd_table_ok() {
   for (int v = 0; v < kTileVariants; ++v)
@@ -129,6 +149,9 @@ constexpr bool fwd_table_ok() {
   return true;
 }
 static_assert(fwd_table_ok(), "every sm90 forward tile row must fit the kernel's rules");
+static_assert(o_staging(fwd_tiles(64, 2)) == OStaging::own_buffer && o_staging(fwd_tiles(128, 0)) == OStaging::own_buffer &&
+                  o_staging(fwd_tiles(128, 1)) == OStaging::over_v && o_staging(fwd_tiles(256, 0)) == OStaging::over_v,
+              "where the epilogue stages O");
 static_assert(consumer_registers({64, 128, 128, 3, 2}) == 240 && consumer_registers({64, 192, 128, 3, 3}) == 160,
               "register split of two and three consumers");
 

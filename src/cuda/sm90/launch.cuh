@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 #include "cuda/check.hpp"
 #include "cuda/launch_common.cuh"
@@ -23,15 +24,32 @@ inline int multiprocessors() {
   return sms;
 }
 
+// The launch's runtime choices (fwd_epilogue.cuh), read per call so one process
+// can compare them: FLASHPP_SM90_O_STORE=tma stages O for a TMA store (where
+// TMA can describe the output), FLASHPP_SM90_ORDER=snake alternates the
+// direction of the tile order's rounds. Both off otherwise.
+inline bool env_is(const char* name, std::string_view value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && value == v;
+}
+inline FwdKnobs fwd_knobs(const AttnParams& p) {
+  FwdKnobs k;
+  k.o_tma = env_is("FLASHPP_SM90_O_STORE", "tma") && o_store_problem(p).empty();
+  k.snake = env_is("FLASHPP_SM90_ORDER", "snake");
+  return k;
+}
+
 template <typename T, int D, int V>
 void launch_fwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   constexpr FwdTiles t = fwd_tiles(D, V);
   const TileOrder order = TileOrder::make(p, t.block_m);
   if (order.count == 0) return;
-  const FwdMaps maps = encode_fwd_maps(p, t.block_m, t.block_n);
+  const FwdKnobs knobs = fwd_knobs(p);
+  FwdMaps maps = encode_fwd_maps(p, t.block_m, t.block_n);
+  if (knobs.o_tma != 0) encode_o_map(p, &maps.o);
   const unsigned grid = unsigned(std::min(order.count, multiprocessors()));
-  launch_kernel(fwd_kernel<T, D, V>, dim3(grid), fwd_threads(t), fwd_smem_bytes(t), a.stream, "Hopper forward kernel",
-                p, maps);
+  launch_kernel(fwd_kernel<T, D, V>, dim3(grid), fwd_threads(t), fwd_launch_smem(t, knobs.o_tma != 0), a.stream,
+                "Hopper forward kernel", p, maps, knobs);
 }
 
 #if FLASHPP_SM90_TUNING
@@ -79,7 +97,7 @@ cudaError_t fwd_attributes(cudaFuncAttributes* attr) {
 constexpr std::size_t compiled_smem(int d, bool tuning) {
   std::size_t most = 0;
   for (int v = 0; v < kTileVariants; ++v)
-    if (compiled_variant(d, v, tuning)) most = std::max(most, fwd_smem_bytes(fwd_tiles(d, v)));
+    if (compiled_variant(d, v, tuning)) most = std::max(most, fwd_launch_smem(fwd_tiles(d, v), true));
   return most;
 }
 

@@ -52,6 +52,12 @@ View k_view(const AttnParams& p, bool value) {
           varlen ? 0 : (value ? p.v_batch_stride : p.k_batch_stride)};
 }
 
+View o_view(const AttnParams& p) {
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  return {p.o, p.head_dim_v, varlen ? p.total_q : p.seqlen_q, p.heads_q, varlen ? 1 : p.batch,
+          p.o_row_stride, p.o_head_stride, varlen ? 0 : p.o_batch_stride};
+}
+
 std::string view_problem(const char* name, const View& v) {
   const std::string n(name);
   if (v.cols % 8 != 0) return n + " head dim " + std::to_string(v.cols) + " is not a multiple of 8 (Hopper TMA path)";
@@ -105,6 +111,14 @@ FwdMaps encode_fwd_maps(const AttnParams& p, int block_m, int block_n) {
   encode(&m.k, k_view(p, false), type, block_n, "k");
   encode(&m.v, k_view(p, true), type, block_n, "v");
   return m;
+}
+
+std::string o_store_problem(const AttnParams& p) { return view_problem("out", o_view(p)); }
+
+void encode_o_map(const AttnParams& p, CUtensorMap* map) {
+  const CUtensorMapDataType type =
+      p.dtype == ElemType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  encode(map, o_view(p), type, kOStoreRows, "out");
 }
 
 }  // namespace flashpp::cuda::sm90

@@ -14,7 +14,11 @@ namespace flashpp::cuda::sm90 {
 
 struct FwdMaps {
   CUtensorMap q, k, v;
+  CUtensorMap o;  // encoded only for the TMA-store epilogue (boxes of 64 columns x 64 rows)
 };
+
+// Rows of O one TMA store writes: one consumer warpgroup's share of a query block.
+inline constexpr int kOStoreRows = 64;
 
 // Empty when TMA can address these tensors (16-byte aligned base and strides, sizes
 // in range); otherwise the rule that fails. A null base pointer (shape-only
@@ -23,5 +27,10 @@ std::string tma_problem(const AttnParams& p);
 
 // Throws flashpp::Error (runtime) when the driver rejects a descriptor.
 FwdMaps encode_fwd_maps(const AttnParams& p, int block_m, int block_n);
+
+// Empty when a TMA store can write O (same rules as the loads); otherwise why not,
+// and the epilogue then stores from registers.
+std::string o_store_problem(const AttnParams& p);
+void encode_o_map(const AttnParams& p, CUtensorMap* map);
 
 }  // namespace flashpp::cuda::sm90

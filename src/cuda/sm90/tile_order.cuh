@@ -14,6 +14,12 @@
 //    first, so the grid finishes together. Tiles running together still share
 //    keys: they are the same few query blocks of every head, walking the same
 //    key tiles downwards.
+// Snake rounds (an option): round r hands tiles r * grid .. r * grid + grid - 1 to
+// the blocks in forward order when r is even and in reverse when r is odd. With
+// longest-first tiles, forward rounds alone give block 0 the longest tile of
+// every round and the last block the shortest, so the spread between blocks grows
+// with the number of rounds (up to one whole query row of key tiles at causal
+// 1K-2K); alternating the direction bounds it by one round's spread.
 #include "common/mask.hpp"
 #include "common/params.hpp"
 
@@ -29,15 +35,23 @@ struct TileOrder {
   int heads_batch = 0;
   int count = 0;     // tiles in all
   bool block_major = false;
+  bool snake = false;
 
-  __host__ __device__ static TileOrder make(const AttnParams& p, int block_m) {
+  __host__ __device__ static TileOrder make(const AttnParams& p, int block_m, bool snake_rounds = false) {
     TileOrder o;
+    o.snake = snake_rounds;
     o.m_blocks = (p.seqlen_q + block_m - 1) / block_m;
     o.heads = p.heads_q;
     o.heads_batch = p.heads_q * p.batch;
     o.count = o.m_blocks * o.heads_batch;
     o.block_major = has_window(p.window_left, p.window_right);
     return o;
+  }
+
+  // The tile grid block `block` of `grid` takes in round `round` (>= count: none;
+  // then none in later rounds either).
+  __device__ __forceinline__ int tile_of(int round, int block, int grid) const {
+    return round * grid + (snake && (round & 1) ? grid - 1 - block : block);
   }
 
   __device__ __forceinline__ TileCoord at(int tile) const {
