@@ -4,7 +4,7 @@
 # dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
 # backends; then print a summary table last. Full logs and JSON go to $OUT
 # (default results/device); at most 8 files, so the tool that fetches them gets all.
-#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles pytest profile suite decode probe"
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles knobs pytest profile suite decode probe"
 #                         (default: build test sanitize demo bench profile)
 #   FLASHPP_DECODE_ARGS   arguments of the decode step's flashpp_decode_bench (default --quick)
 #   FLASHPP_PROBE         the probe step runs these scripts, in order (default scripts/device_probe.sh)
@@ -12,6 +12,10 @@
 #   FLASHPP_DEVICE_TUNING=1 builds the tile variants of the Hopper forward (FLASHPP_SM90_TUNING)
 #                         and of the FA2-class backward (FLASHPP_SM80_TUNING); the tiles
 #                         and bwdtiles steps test, sanitize and time them
+#   knobs                 the Hopper forward's runtime knobs (FLASHPP_SM90_O_STORE=tma: TMA-store
+#                         epilogue; FLASHPP_SM90_ORDER=snake): forward and PTX tests and the
+#                         sanitizers with both on (every tile variant in a tuning build), then
+#                         base / tma / snake / both timed on the forward grid, interleaved
 #   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
 #   FLASHPP_SANITIZE_TOOLS compute-sanitizer tools of the sanitize step (default: memcheck racecheck synccheck)
 #   FLASHPP_GRID_PEERS=0  the grid step times ours only (no torch peers)
@@ -179,6 +183,52 @@ for x, y in zip(a, b):
     print(f"| {x['hdim']} | {x['seqlen']} | {x['causal']} | {x['bwd_tflops']:.1f} | {y['bwd_tflops']:.1f} | "
           f"{y['bwd_tflops'] / x['bwd_tflops']:.3f} |")
 PY
+fi
+
+if has_step knobs; then
+  echo "== Hopper forward knobs: TMA-store epilogue, snake tile order =="
+  : >"$out/knobs.log"
+  variants=default
+  [ "${FLASHPP_DEVICE_TUNING:-0}" = 1 ] && variants="0 1 2"
+  for v in $variants; do
+    tiles=(); [ "$v" != default ] && tiles=(FLASHPP_SM90_TILES=$v)
+    env "${tiles[@]}" FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake timeout "$(allow 150)" \
+      "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 >>"$out/knobs.log" 2>&1
+    note "knobs test $v" "rc $?; $(grep -E "PASSED|FAILED" "$out/knobs.log" | tail -2 | tr '\n' ' ')"
+  done
+  timeout "$(allow 60)" "$build/tests/cuda/test_sm90_ptx" --gtest_brief=1 >>"$out/knobs.log" 2>&1
+  note "sm90 ptx" "rc $?"
+  for tool in ${FLASHPP_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+    FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake timeout "$(allow 150)" compute-sanitizer --tool "$tool" \
+      --error-exitcode 9 "$build/tests/cuda/flashpp_cuda_sanitize_cases" >/tmp/flashpp_knobs_$tool.log 2>&1
+    rc=$?
+    note "knobs $tool" "rc $rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/flashpp_knobs_$tool.log | tail -1)"
+    { echo "==== $tool, knobs on (rc $rc) ===="; cat /tmp/flashpp_knobs_$tool.log; } >>"$out/knobs.log"
+  done
+  # Same binary, knobs by environment, two interleaved rounds.
+  declare -A knob_env=([base]="" [tma]="FLASHPP_SM90_O_STORE=tma" [snake]="FLASHPP_SM90_ORDER=snake"
+                       [both]="FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake")
+  for round in 1 2; do
+    for k in base tma snake both; do
+      env ${knob_env[$k]} timeout "$(allow 60)" "$build/tests/cuda/flashpp_cuda_bench" --grid --fwd-only --reps 10 \
+        --json "$out/knobs_${k}_$round.json" >>"$out/knobs.log" 2>&1
+      note "knobs $k $round" "rc $?"
+    done
+  done
+  python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
+import json, os, statistics, sys
+d = sys.argv[1]
+names = ["base", "tma", "snake", "both"]
+runs = {n: [json.load(open(os.path.join(d, f"knobs_{n}_{r}.json"))) for r in (1, 2)
+            if os.path.exists(os.path.join(d, f"knobs_{n}_{r}.json"))] for n in names}
+print("| hdim | N | causal | base TF/s | tma/base | snake/base | both/base |")
+print("|---|---|---|---|---|---|---|")
+for i, row in enumerate(runs["base"][0]):
+    med = {n: statistics.median(r[i]["fwd_tflops"] for r in runs[n]) for n in names if runs[n]}
+    cells = " | ".join(f"{med[n] / med['base']:.3f}" if n in med else "-" for n in names[1:])
+    print(f"| {row['hdim']} | {row['seqlen']} | {row['causal']} | {med['base']:.1f} | {cells} |")
+PY
+  (cd "$out" && tar czf knobs_json.tar.gz knobs_*_?.json && rm -f knobs_*_?.json)
 fi
 
 if has_step pytest; then
