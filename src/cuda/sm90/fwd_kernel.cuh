@@ -63,15 +63,18 @@ struct FwdLayout {
   static constexpr std::uint32_t q_bytes = std::uint32_t(q_tile_bytes(kT));
   static constexpr std::uint32_t kv_bytes = std::uint32_t(kv_tile_bytes(kT));
   static constexpr bool kOwnO = o_staging(kT) == OStaging::own_buffer;
-  static constexpr std::uint32_t k = q_bytes;
+  static constexpr int kQBuffers = q_buffers(kT);
+  static constexpr std::uint32_t k = kQBuffers * q_bytes;
   static constexpr std::uint32_t v = k + kT.stages * kv_bytes;
   static constexpr std::uint32_t bars = v + kT.stages * kv_bytes;
   static constexpr std::uint32_t o = kOwnO ? std::uint32_t(o_buffer_offset(kT)) : v;  // staged O (TMA-store epilogue)
-  static constexpr std::uint32_t q_full = bars, q_empty = bars + 8, o_empty = bars + 16;
-  __device__ static constexpr std::uint32_t k_full(int s) { return bars + 24 + 8 * s; }
-  __device__ static constexpr std::uint32_t k_empty(int s) { return bars + 24 + 8 * (kT.stages + s); }
-  __device__ static constexpr std::uint32_t v_full(int s) { return bars + 24 + 8 * (2 * kT.stages + s); }
-  __device__ static constexpr std::uint32_t v_empty(int s) { return bars + 24 + 8 * (3 * kT.stages + s); }
+  static constexpr std::uint32_t o_empty = bars + 32;
+  __device__ static constexpr std::uint32_t q_full(int b) { return bars + 8 * b; }
+  __device__ static constexpr std::uint32_t q_empty(int b) { return bars + 16 + 8 * b; }
+  __device__ static constexpr std::uint32_t k_full(int s) { return bars + 40 + 8 * s; }
+  __device__ static constexpr std::uint32_t k_empty(int s) { return bars + 40 + 8 * (kT.stages + s); }
+  __device__ static constexpr std::uint32_t v_full(int s) { return bars + 40 + 8 * (2 * kT.stages + s); }
+  __device__ static constexpr std::uint32_t v_empty(int s) { return bars + 40 + 8 * (3 * kT.stages + s); }
   static_assert(1024 + bars + barrier_bytes(kT) == fwd_smem_bytes(kT), "layout must match the tile table's budget");
 };
 
@@ -132,6 +135,18 @@ __device__ __forceinline__ bool o_slice_by_tma(const TileWork& w, int c, bool va
   return !varlen_q || (c + 1) * kOStoreRows <= w.rows_q;
 }
 
+// Which Q buffer the i-th loaded tile of a block uses and the parity of its
+// full/empty phase: buffers alternate when two are in use.
+struct QSlot {
+  std::uint32_t offset, parity;
+  int index;
+};
+template <int Buffers>
+__device__ __forceinline__ QSlot q_slot(std::uint32_t i, bool two, std::uint32_t q_bytes) {
+  if (Buffers == 2 && two) return {(i & 1u) * q_bytes, (i >> 1) & 1u, int(i & 1u)};
+  return {0u, i & 1u, 0};
+}
+
 // op-reduction of v[0..N) as a balanced tree (v is overwritten).
 template <int N, typename Op>
 __device__ __forceinline__ float tree_reduce(float (&v)[N], Op op) {
@@ -175,8 +190,10 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
 
   if (threadIdx.x == 0) {
-    ptx::mbarrier_init(base + L::q_full, 1);
-    ptx::mbarrier_init(base + L::q_empty, kConsumerWarps);
+    for (int b = 0; b < 2; ++b) {
+      ptx::mbarrier_init(base + L::q_full(b), 1);
+      ptx::mbarrier_init(base + L::q_empty(b), kConsumerWarps);
+    }
     ptx::mbarrier_init(base + L::o_empty, NC);
     for (int s = 0; s < ST; ++s) {
       ptx::mbarrier_init(base + L::k_full(s), 1);
@@ -212,11 +229,12 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
         const int qb = p.cu_seqlens_q != nullptr ? 0 : tc.b, kb = varlen_k ? 0 : tc.b;
         const int qrow = int(w.seq.q0) + w.m0, krow0 = int(w.seq.k0);
 
-        ptx::mbarrier_wait(base + L::q_empty, (q_iter & 1u) ^ 1u);
-        ptx::mbarrier_arrive_expect_tx(base + L::q_full, L::q_bytes);
+        const QSlot qs = q_slot<L::kQBuffers>(q_iter, knobs.q_double != 0, L::q_bytes);
+        ptx::mbarrier_wait(base + L::q_empty(qs.index), qs.parity ^ 1u);
+        ptx::mbarrier_arrive_expect_tx(base + L::q_full(qs.index), L::q_bytes);
 #pragma unroll
         for (int c = 0; c < PANELS; ++c)
-          ptx::tma_load_4d(base + c * BM * 128, &maps.q, base + L::q_full, c * 64, qrow, tc.h, qb);
+          ptx::tma_load_4d(base + qs.offset + c * BM * 128, &maps.q, base + L::q_full(qs.index), c * 64, qrow, tc.h, qb);
 
         for (int n = kt.hi - 1; n >= kt.lo; --n) {
           const int s = ring.stage;
@@ -261,13 +279,13 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
     const ptx::Sw128Desc q_desc = ptx::Sw128Desc::make(base + c * 64 * 128, 16, 1024);
     const ptx::Sw128Desc k_desc = ptx::Sw128Desc::make(base + L::k, 16, 1024);
     const ptx::Sw128Desc v_desc = ptx::Sw128Desc::make(base + L::v, BN * 128, 1024);
-    auto gemm_s = [&](float (&s)[BN / 2], int stage) {
+    auto gemm_s = [&](float (&s)[BN / 2], int stage, std::uint32_t q_off) {
       const std::uint32_t stage_off = stage * L::kv_bytes;
       ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const std::uint32_t off = (kk % 4) * 32u;  // k-step inside a 64-column panel
-        ptx::Wgmma<T, BN>::template ss<0, 0>(s, q_desc.at((kk / 4) * BM * 128 + off),
+        ptx::Wgmma<T, BN>::template ss<0, 0>(s, q_desc.at(q_off + (kk / 4) * BM * 128 + off),
                                              k_desc.at(stage_off + (kk / 4) * BN * 128 + off), kk > 0 ? 1 : 0);
       }
       ptx::wgmma_commit();
@@ -365,7 +383,8 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
       };
 
       if (kt.any()) {
-        ptx::mbarrier_wait(base + L::q_full, q_iter & 1u);
+        const QSlot qs = q_slot<L::kQBuffers>(q_iter, knobs.q_double != 0, L::q_bytes);
+        ptx::mbarrier_wait(base + L::q_full(qs.index), qs.parity);
         float s[BN / 2];
         std::uint32_t pa[BN / 16][4];
         float corr[2];
@@ -373,12 +392,12 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
         int n = kt.hi - 1;
         ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
         turn_sync();
-        gemm_s(s, ring.stage);
+        gemm_s(s, ring.stage, qs.offset);
         turn_pass();
         ptx::wgmma_wait<0>();
         ptx::fence_registers(s);
         release(base + L::k_empty(ring.stage));
-        if (n == kt.lo) release(base + L::q_empty);
+        if (n == kt.lo) release(base + L::q_empty(qs.index));
         softmax(s, n, corr);
         to_a(s, pa);
         RingPos<ST> pv = ring;
@@ -387,7 +406,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
         for (--n; n >= kt.lo; --n) {
           ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
           turn_sync();
-          gemm_s(s, ring.stage);
+          gemm_s(s, ring.stage, qs.offset);
           rescale(corr);  // by the previous softmax's factors, while S = Q K^T runs
           ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
           gemm_o(o, pa, pv.stage);
@@ -395,7 +414,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           ptx::wgmma_wait<1>();  // S landed; PV may still run
           ptx::fence_registers(s);
           release(base + L::k_empty(ring.stage));
-          if (n == kt.lo) release(base + L::q_empty);
+          if (n == kt.lo) release(base + L::q_empty(qs.index));
           softmax(s, n, corr);
           ptx::wgmma_wait<0>();
           ptx::fence_registers(o);

@@ -109,13 +109,19 @@ constexpr std::size_t q_tile_bytes(const FwdTiles& t) { return std::size_t(panel
 constexpr std::size_t kv_tile_bytes(const FwdTiles& t) { return std::size_t(panels(t.head_dim)) * t.block_n * 128; }
 // The O tile of a TMA-store epilogue has Q's shape (64-column panels of block_m rows).
 constexpr std::size_t o_tile_bytes(const FwdTiles& t) { return q_tile_bytes(t); }
-// Barriers: Q full/empty, O empty (the staged O read out), K full/empty and V
-// full/empty per stage (8 bytes each).
-constexpr std::size_t barrier_bytes(const FwdTiles& t) { return 8 * (3 + 4 * std::size_t(t.stages)); }
+// Barriers: Q full/empty per Q buffer, O empty (the staged O read out), K full/empty
+// and V full/empty per stage (8 bytes each).
+constexpr std::size_t barrier_bytes(const FwdTiles& t) { return 8 * (5 + 4 * std::size_t(t.stages)); }
+// Q buffers: two where the budget has room (the narrow tiles of head dims up to
+// 128), so the next tile's Q can load while this tile runs instead of in the gap
+// between them (FwdKnobs::q_double); one otherwise.
+constexpr int q_buffers(const FwdTiles& t) {
+  return 1024 + 2 * q_tile_bytes(t) + 2 * t.stages * kv_tile_bytes(t) + barrier_bytes(t) <= kSmemLimit ? 2 : 1;
+}
 // Dynamic shared memory asked for at launch: Q, the K/V stages, barriers, and 1 KiB
 // to align the base to the 1024-byte swizzle atom.
 constexpr std::size_t fwd_smem_bytes(const FwdTiles& t) {
-  return 1024 + q_tile_bytes(t) + 2 * t.stages * kv_tile_bytes(t) + barrier_bytes(t);
+  return 1024 + q_buffers(t) * q_tile_bytes(t) + 2 * t.stages * kv_tile_bytes(t) + barrier_bytes(t);
 }
 // A buffer of O's own for the TMA-store epilogue sits after the barriers, on the
 // next swizzle atom; launches with that epilogue ask for it on top.
@@ -152,6 +158,9 @@ static_assert(fwd_table_ok(), "every sm90 forward tile row must fit the kernel's
 static_assert(o_staging(fwd_tiles(64, 2)) == OStaging::own_buffer && o_staging(fwd_tiles(128, 0)) == OStaging::own_buffer &&
                   o_staging(fwd_tiles(128, 1)) == OStaging::over_v && o_staging(fwd_tiles(256, 0)) == OStaging::over_v,
               "where the epilogue stages O");
+static_assert(q_buffers(fwd_tiles(64, 2)) == 2 && q_buffers(fwd_tiles(128, 0)) == 2 && q_buffers(fwd_tiles(128, 1)) == 1 &&
+                  q_buffers(fwd_tiles(256, 0)) == 1,
+              "which tiles double-buffer Q");
 static_assert(consumer_registers({64, 128, 128, 3, 2}) == 240 && consumer_registers({64, 192, 128, 3, 3}) == 160,
               "register split of two and three consumers");
 

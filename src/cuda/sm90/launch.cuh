@@ -27,7 +27,8 @@ inline int multiprocessors() {
 // The launch's runtime choices (fwd_epilogue.cuh), read per call so one process
 // can compare them: FLASHPP_SM90_O_STORE=tma stages O for a TMA store (where
 // TMA can describe the output), FLASHPP_SM90_ORDER=snake alternates the
-// direction of the tile order's rounds. Both off otherwise.
+// direction of the tile order's rounds, FLASHPP_SM90_Q_BUFFERS=2 loads the next
+// tile's Q into a second buffer. All off otherwise.
 inline bool env_is(const char* name, std::string_view value) {
   const char* v = std::getenv(name);
   return v != nullptr && value == v;
@@ -36,6 +37,7 @@ inline FwdKnobs fwd_knobs(const AttnParams& p) {
   FwdKnobs k;
   k.o_tma = env_is("FLASHPP_SM90_O_STORE", "tma") && o_store_problem(p).empty();
   k.snake = env_is("FLASHPP_SM90_ORDER", "snake");
+  k.q_double = env_is("FLASHPP_SM90_Q_BUFFERS", "2");
   return k;
 }
 

@@ -37,7 +37,7 @@ struct TileOrder {
   bool block_major = false;
   bool snake = false;
 
-  __host__ __device__ static TileOrder make(const AttnParams& p, int block_m, bool snake_rounds = false) {
+  FLASHPP_HD static TileOrder make(const AttnParams& p, int block_m, bool snake_rounds = false) {
     TileOrder o;
     o.snake = snake_rounds;
     o.m_blocks = (p.seqlen_q + block_m - 1) / block_m;
@@ -50,11 +50,11 @@ struct TileOrder {
 
   // The tile grid block `block` of `grid` takes in round `round` (>= count: none;
   // then none in later rounds either).
-  __device__ __forceinline__ int tile_of(int round, int block, int grid) const {
+  FLASHPP_HD int tile_of(int round, int block, int grid) const {
     return round * grid + (snake && (round & 1) ? grid - 1 - block : block);
   }
 
-  __device__ __forceinline__ TileCoord at(int tile) const {
+  FLASHPP_HD TileCoord at(int tile) const {
     int bh, m;
     if (block_major) {
       const int step = tile / heads_batch;
