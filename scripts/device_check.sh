@@ -13,9 +13,10 @@
 #                         and of the FA2-class backward (FLASHPP_SM80_TUNING); the tiles
 #                         and bwdtiles steps test, sanitize and time them
 #   knobs                 the Hopper forward's runtime knobs (FLASHPP_SM90_O_STORE=tma: TMA-store
-#                         epilogue; FLASHPP_SM90_ORDER=snake): forward and PTX tests and the
-#                         sanitizers with both on (every tile variant in a tuning build), then
-#                         base / tma / snake / both timed on the forward grid, interleaved
+#                         epilogue; FLASHPP_SM90_ORDER=snake; FLASHPP_SM90_Q_BUFFERS=2): forward
+#                         and PTX tests and the sanitizers with all on (every tile variant in a
+#                         tuning build), then base / each alone / all timed on the forward grid,
+#                         in two interleaved rounds
 #   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
 #   FLASHPP_SANITIZE_TOOLS compute-sanitizer tools of the sanitize step (default: memcheck racecheck synccheck)
 #   FLASHPP_GRID_PEERS=0  the grid step times ours only (no torch peers)
@@ -186,20 +187,21 @@ PY
 fi
 
 if has_step knobs; then
-  echo "== Hopper forward knobs: TMA-store epilogue, snake tile order =="
+  echo "== Hopper forward knobs: TMA-store epilogue, snake tile order, two Q buffers =="
   : >"$out/knobs.log"
+  all_knobs="FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake FLASHPP_SM90_Q_BUFFERS=2"
   variants=default
   [ "${FLASHPP_DEVICE_TUNING:-0}" = 1 ] && variants="0 1 2"
   for v in $variants; do
     tiles=(); [ "$v" != default ] && tiles=(FLASHPP_SM90_TILES=$v)
-    env "${tiles[@]}" FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake timeout "$(allow 150)" \
+    env "${tiles[@]}" $all_knobs timeout "$(allow 150)" \
       "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 >>"$out/knobs.log" 2>&1
     note "knobs test $v" "rc $?; $(grep -E "PASSED|FAILED" "$out/knobs.log" | tail -2 | tr '\n' ' ')"
   done
   timeout "$(allow 60)" "$build/tests/cuda/test_sm90_ptx" --gtest_brief=1 >>"$out/knobs.log" 2>&1
   note "sm90 ptx" "rc $?"
   for tool in ${FLASHPP_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
-    FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake timeout "$(allow 150)" compute-sanitizer --tool "$tool" \
+    env $all_knobs timeout "$(allow 150)" compute-sanitizer --tool "$tool" \
       --error-exitcode 9 "$build/tests/cuda/flashpp_cuda_sanitize_cases" >/tmp/flashpp_knobs_$tool.log 2>&1
     rc=$?
     note "knobs $tool" "rc $rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/flashpp_knobs_$tool.log | tail -1)"
@@ -207,9 +209,9 @@ if has_step knobs; then
   done
   # Same binary, knobs by environment, two interleaved rounds.
   declare -A knob_env=([base]="" [tma]="FLASHPP_SM90_O_STORE=tma" [snake]="FLASHPP_SM90_ORDER=snake"
-                       [both]="FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake")
+                       [q2]="FLASHPP_SM90_Q_BUFFERS=2" [all]="$all_knobs")
   for round in 1 2; do
-    for k in base tma snake both; do
+    for k in base tma snake q2 all; do
       env ${knob_env[$k]} timeout "$(allow 60)" "$build/tests/cuda/flashpp_cuda_bench" --grid --fwd-only --reps 10 \
         --json "$out/knobs_${k}_$round.json" >>"$out/knobs.log" 2>&1
       note "knobs $k $round" "rc $?"
@@ -218,11 +220,11 @@ if has_step knobs; then
   python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
 import json, os, statistics, sys
 d = sys.argv[1]
-names = ["base", "tma", "snake", "both"]
+names = ["base", "tma", "snake", "q2", "all"]
 runs = {n: [json.load(open(os.path.join(d, f"knobs_{n}_{r}.json"))) for r in (1, 2)
             if os.path.exists(os.path.join(d, f"knobs_{n}_{r}.json"))] for n in names}
-print("| hdim | N | causal | base TF/s | tma/base | snake/base | both/base |")
-print("|---|---|---|---|---|---|---|")
+print("| hdim | N | causal | base TF/s | " + " | ".join(f"{n}/base" for n in names[1:]) + " |")
+print("|---|---|---|---|" + "---|" * (len(names) - 1))
 for i, row in enumerate(runs["base"][0]):
     med = {n: statistics.median(r[i]["fwd_tflops"] for r in runs[n]) for n in names if runs[n]}
     cells = " | ".join(f"{med[n] / med['base']:.3f}" if n in med else "-" for n in names[1:])
