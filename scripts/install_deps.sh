@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing flashpp needs on a Debian/Ubuntu machine:
-# compilers, CMake, Ninja, GoogleTest, Google Benchmark, clang (libFuzzer),
-# and the Python build/test packages. Skips what is already there.
+# compilers, CMake, Ninja, GoogleTest, Google Benchmark, clang (libFuzzer), Spin
+# (model checking), and the Python build/test packages. Skips what is already there.
 set -euo pipefail
 
 need=()
@@ -11,6 +11,7 @@ command -v g++ >/dev/null || need+=(g++)
 command -v clang++ >/dev/null || need+=(clang)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
 [ -f /usr/include/benchmark/benchmark.h ] || need+=(libbenchmark-dev)
+command -v spin >/dev/null || need+=(spin)  # model check of the Hopper kernel's synchronization
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq

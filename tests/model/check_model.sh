@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Exhaustive check of the Hopper forward's synchronization model
+# (fwd_sm90_sync.pml) with Spin: every shape of the tile table (two consumers
+# with 2 or 3 stages, three consumers with 3), one and two Q buffers, with and
+# without the TMA-store epilogue, O in its own buffer or over V. Then each
+# planted mistake (BUG_*) must be found, so the model is known to be able to fail.
+#   check_model.sh [work dir]     exit 77 (skipped) when spin or cc is missing
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+work=${1:-$(mktemp -d)}
+mkdir -p "$work"
+command -v spin >/dev/null || { echo "spin not found (Debian package spin): model check skipped"; exit 77; }
+cc=$(command -v cc || command -v gcc || true)
+[ -n "$cc" ] || { echo "no C compiler: model check skipped"; exit 77; }
+
+passed=0
+failed=0
+# verify NAME EXPECT(ok|error) -Dflags...: builds and runs the verifier in its own folder.
+verify() {
+  local name=$1 expect=$2
+  shift 2
+  local dir="$work/$name"
+  rm -rf "$dir" && mkdir -p "$dir" && cp "$here/fwd_sm90_sync.pml" "$dir/"
+  local result
+  result=$(cd "$dir" && spin -a "$@" fwd_sm90_sync.pml >spin.log 2>&1 && "$cc" -O2 -DSAFETY -o pan pan.c 2>cc.log &&
+    ./pan -m400000 >pan.log 2>&1 && grep -E "errors: [0-9]+" -o pan.log | head -1)
+  local errors=${result#errors: }
+  if [ -z "$result" ]; then
+    echo "FAIL $name: the verifier did not run ($*); see $dir"
+    failed=$((failed + 1))
+  elif { [ "$expect" = ok ] && [ "$errors" = 0 ]; } || { [ "$expect" = error ] && [ "$errors" != 0 ]; }; then
+    echo "ok   $name: $errors errors, $(grep -Eo '[0-9]+ states, stored' "$dir/pan.log") ($*)"
+    passed=$((passed + 1))
+  else
+    echo "FAIL $name: $errors errors, expected $expect ($*)"
+    grep -E "assertion violated|invalid end state" "$dir/pan.log" | head -3
+    failed=$((failed + 1))
+  fi
+}
+
+for q in 1 2; do
+  for otma in 0 1; do
+    for own in 0 1; do
+      verify "nc2_st2_q${q}_otma${otma}_own${own}" ok -DNC=2 -DST=2 -DQBUF=$q -DOTMA=$otma -DOWN=$own
+    done
+  done
+done
+verify nc2_st2_long_first ok -DNC=2 -DST=2 -DQBUF=2 -DOTMA=1 -DOWN=0 -DNK0=4
+verify nc2_st3_q2_own ok -DNC=2 -DST=3 -DQBUF=2 -DOTMA=1 -DOWN=1
+verify nc3_st3_q2_own ok -DNC=3 -DST=3 -DQBUF=2 -DOTMA=1 -DOWN=1
+verify nc3_st3_q1_plain ok -DNC=3 -DST=3 -DQBUF=1 -DOTMA=0
+
+verify bug_q_parity error -DBUG_Q_PARITY -DQBUF=2
+verify bug_early_q_release error -DBUG_EARLY_Q_RELEASE -DQBUF=1
+verify bug_no_o_wait error -DBUG_NO_O_WAIT -DOTMA=1 -DOWN=0
+verify bug_no_epilogue_barrier error -DBUG_NO_EPILOGUE_BARRIER -DOTMA=1 -DOWN=0
+verify bug_no_store_wait error -DBUG_NO_STORE_WAIT -DOTMA=1 -DOWN=1
+verify bug_no_last_turn error -DBUG_NO_LAST_TURN
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
