@@ -122,24 +122,23 @@ TEST(CudaForward, EpilogueRowSlices) {
   for (DType dtype : kGpuDtypes)
     for (int d : {64, 128, 256}) {
       auto rng = make_rng(std::string("CudaForward.EpilogueRowSlices.") + gpu_dtype_name(dtype), std::uint64_t(index));
-      AttnCase c;
-      c.label = "epilogue_slices_d" + std::to_string(d);
-      c.dtype = dtype;
-      c.head_dim = c.head_dim_v = d;
-      c.causal = index % 2 == 1;
-      c.layout[int(Role::out)] = LayoutKind::padded;
+      auto with_padded_out = [&](const std::string& label, bool causal) {
+        AttnCase c;
+        c.label = label + std::to_string(d);
+        c.dtype = dtype;
+        c.head_dim = c.head_dim_v = d;
+        c.causal = causal;
+        c.layout[int(Role::out)] = LayoutKind::padded;
+        return c;
+      };
+      AttnCase c = with_padded_out("epilogue_slices_d", index % 2 == 1);
       c.varlen = true;
       c.batch = 7;
       c.seqlens_q = {64, 127, 129, 1, 200, 0, 65};
       c.seqlens_k = {150, 127, 40, 90, 230, 17, 65};
       c.heads_q = c.heads_kv = 2;
       expect_gpu_case_matches_reference(on_gpu(c), rng, /*backward=*/false);
-      AttnCase f;
-      f.label = "epilogue_many_tiles_d" + std::to_string(d);
-      f.dtype = dtype;
-      f.head_dim = f.head_dim_v = d;
-      f.causal = index % 2 == 0;
-      f.layout[int(Role::out)] = LayoutKind::padded;
+      AttnCase f = with_padded_out("epilogue_many_tiles_d", index % 2 == 0);
       f.batch = 3;
       f.heads_q = 48;
       f.heads_kv = 6;
