@@ -63,13 +63,19 @@ Choice select_backward(const AttnParams& p, int device) {
   return to_choice(s);
 }
 
-std::size_t forward_workspace_bytes(const AttnParams&, int) { return 0; }
+// Forward workspace: varlen batches get one aligned block for the Hopper kernel's
+// dynamic-schedule tile counter (sm90/tile_queue.cuh); fixed-length ones none.
+std::size_t forward_workspace_bytes(const AttnParams& p, int) { return p.cu_seqlens_q != nullptr ? kAlign : 0; }
 
-void forward(const AttnParams& p, void*, std::size_t, void* stream, int device) {
+void forward(const AttnParams& p, void* workspace, std::size_t workspace_bytes, void* stream, int device) {
   const KernelEntry& e = require(Pass::forward, p, device);
+  if (reinterpret_cast<std::uintptr_t>(workspace) % alignof(int) != 0)
+    throw Error(ErrorKind::value, "workspace", "must be 4-byte aligned device memory");
   DeviceGuard guard(device);
   LaunchArgs a;
   a.stream = static_cast<cudaStream_t>(stream);
+  if (p.cu_seqlens_q != nullptr && workspace != nullptr && workspace_bytes >= sizeof(int))
+    a.tile_counter = static_cast<int*>(workspace);
   e.launch(p, a);
 }
 

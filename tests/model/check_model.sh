@@ -2,7 +2,8 @@
 # Exhaustive check of the Hopper forward's synchronization model
 # (fwd_sm90_sync.pml) with Spin: every shape of the tile table (two consumers
 # with 2 or 3 stages, three consumers with 3), one and two Q buffers, with and
-# without the TMA-store epilogue, O in its own buffer or over V. Then each
+# without the TMA-store epilogue, O in its own buffer or over V, static and
+# dynamic schedules, a tile whose rows see no key. Then each
 # planted mistake (BUG_*) must be found, so the model is known to be able to fail.
 #   check_model.sh [work dir]     exit 77 (skipped) when spin or cc is missing
 set -uo pipefail
@@ -22,7 +23,7 @@ verify() {
   local dir="$work/$name"
   rm -rf "$dir" && mkdir -p "$dir" && cp "$here/fwd_sm90_sync.pml" "$dir/"
   local result
-  result=$(cd "$dir" && spin -a "$@" fwd_sm90_sync.pml >spin.log 2>&1 && "$cc" -O2 -DSAFETY -o pan pan.c 2>cc.log &&
+  result=$(cd "$dir" && spin -a "$@" fwd_sm90_sync.pml >spin.log 2>&1 && "$cc" -O2 -DSAFETY -DCOLLAPSE -o pan pan.c 2>cc.log &&
     ./pan -m400000 >pan.log 2>&1 && grep -E "errors: [0-9]+" -o pan.log | head -1)
   local errors=${result#errors: }
   if [ -z "$result" ]; then
@@ -46,6 +47,11 @@ for q in 1 2; do
   done
 done
 verify nc2_st2_long_first ok -DNC=2 -DST=2 -DQBUF=2 -DOTMA=1 -DOWN=0 -DNK0=4
+verify nc2_st2_no_keys_tile ok -DNC=2 -DST=2 -DQBUF=2 -DOTMA=1 -DOWN=1 -DNK1=0
+for own in 0 1; do
+  verify "nc2_st2_dynamic_own${own}" ok -DNC=2 -DST=2 -DQBUF=2 -DOTMA=1 -DOWN=$own -DDYN=1 -DNK1=0
+done
+verify nc2_st2_dynamic_q1 ok -DNC=2 -DST=2 -DQBUF=1 -DOTMA=0 -DDYN=1
 verify nc2_st3_q2_own ok -DNC=2 -DST=3 -DQBUF=2 -DOTMA=1 -DOWN=1
 verify nc3_st3_q2_own ok -DNC=3 -DST=3 -DQBUF=2 -DOTMA=1 -DOWN=1
 verify nc3_st3_q1_plain ok -DNC=3 -DST=3 -DQBUF=1 -DOTMA=0
@@ -56,6 +62,7 @@ verify bug_no_o_wait error -DBUG_NO_O_WAIT -DOTMA=1 -DOWN=0
 verify bug_no_epilogue_barrier error -DBUG_NO_EPILOGUE_BARRIER -DOTMA=1 -DOWN=0
 verify bug_no_store_wait error -DBUG_NO_STORE_WAIT -DOTMA=1 -DOWN=1
 verify bug_no_last_turn error -DBUG_NO_LAST_TURN
+verify bug_queue_no_wait error -DBUG_QUEUE_NO_WAIT -DDYN=1 -DNK1=0
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

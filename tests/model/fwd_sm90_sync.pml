@@ -18,8 +18,11 @@
  *
  * Parameters (spin -D...): NC consumers (2, 3), ST stages, QBUF Q buffers in use
  * (1, 2), OTMA (1: TMA-store epilogue), OWN (1: O in a buffer of its own,
- * 0: over the V stages). The block takes T = 3 tiles of NK0, NK1, NK2 key tiles
- * (a single-key-tile tile in the middle; the third reuses the first's Q buffer).
+ * 0: over the V stages), DYN (1: dynamic schedule, tile indices handed to the
+ * consumers through a queue of R slots, then -1). The block takes T = 3 tiles of
+ * NK0, NK1, NK2 key tiles (a single-key-tile tile in the middle; the third
+ * reuses the first's Q buffer); a tile of 0 key tiles loads nothing (rows that
+ * see no key: the consumers write zeros).
  *
  * BUG_* defines plant known mistakes; the checker must find each
  * (tests/model/check_model.sh runs them as the model's own test).
@@ -39,6 +42,10 @@
 #ifndef OWN
 #define OWN 0
 #endif
+#ifndef DYN
+#define DYN 0
+#endif
+#define R 2  /* queue slots (4 in the kernel; 2 wrap around sooner) */
 #define T 3
 #ifndef NK0
 #define NK0 2
@@ -91,6 +98,24 @@ byte epi_cnt; byte epi_gen;
 
 byte done;
 
+/* the dynamic schedule's queue of tile indices */
+short slot[R];
+Bar sfull[R], sempty[R];
+
+/* the producer's n-th hand-over */
+inline push(n, val) {
+#ifndef BUG_QUEUE_NO_WAIT
+  mwait(sempty[n % R], n / R - 1);
+#endif
+  atomic { slot[n % R] = val; arrive(sfull[n % R], 1) };
+  n++
+}
+/* a consumer's n-th read, which must be `want` */
+inline pop(n, want) {
+  mwait(sfull[n % R], n / R);
+  atomic { assert(slot[n % R] == want); arrive(sempty[n % R], NC) }
+}
+
 inline q_slot(i, idx, k) {
   if
 #ifdef BUG_Q_PARITY
@@ -103,9 +128,16 @@ inline q_slot(i, idx, k) {
 }
 
 proctype Producer() {
-  byte i, n, idx, s, c; short k; short j = 0;
+  byte i, n, idx, s, c; short k; short j = 0, qi = 0, pn = 0;
   for (i : 0 .. T - 1) {
-    q_slot(i, idx, k);
+    if
+    :: DYN -> push(pn, i)
+    :: else -> skip
+    fi;
+    if
+    :: NK[i] == 0 -> skip
+    :: else ->
+    q_slot(qi, idx, k);
     mwait(qempty[idx], k - 1);
     atomic {
       assert(q_read[idx] == 0 && !q_loading[idx]);
@@ -122,7 +154,7 @@ proctype Producer() {
       }
 #ifndef BUG_NO_O_WAIT
       if
-      :: OTMA && !OWN && i > 0 && n == 1 -> mwait(oempty, i - 1)
+      :: OTMA && !OWN && qi > 0 && n == 1 -> mwait(oempty, qi - 1)
       :: else -> skip
       fi;
 #endif
@@ -135,7 +167,13 @@ proctype Producer() {
       }
       j++
     }
+    qi++
+    fi
   }
+  if
+  :: DYN -> push(pn, -1)
+  :: else -> skip
+  fi;
   done++
 }
 
@@ -172,10 +210,17 @@ inline issue_s(s) {
 }
 
 proctype Consumer(byte c) {
-  byte i, n, idx, s, sv, e; short k; short jc = 0, pv;
+  byte i, n, idx, s, sv, e; short k; short jc = 0, pv, qi = 0;
   byte my_gen;
   for (i : 0 .. T - 1) {
-    q_slot(i, idx, k);
+    if
+    :: DYN -> pop(i, i)
+    :: else -> skip
+    fi;
+    if
+    :: NK[i] == 0 -> skip              /* no key visible: O = 0 written from registers */
+    :: else ->
+    q_slot(qi, idx, k);
     mwait(qfull[idx], k);
     atomic { assert(q_tag[idx] == i); q_read[idx]++ }
     /* first key tile: S only */
@@ -253,8 +298,14 @@ proctype Consumer(byte c) {
       o_in_v[c] = false;               /* wait_group.read: the store has read it */
       atomic { arrive(oempty, NC) }
     :: else -> skip
+    fi;
+    qi++
     fi
   }
+  if
+  :: DYN -> pop(T, -1)
+  :: else -> skip
+  fi;
 #ifndef BUG_NO_LAST_TURN
   if
   :: c == 0 -> turn_sync(c)           /* the extra pass the last consumer gave */

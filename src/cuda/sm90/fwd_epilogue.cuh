@@ -19,11 +19,15 @@ namespace flashpp::cuda::sm90 {
 
 // Runtime choices of one launch (kernel parameter): all default off until
 // measured (docs/hopper_forward.md); FLASHPP_SM90_O_STORE=tma,
-// FLASHPP_SM90_ORDER=snake and FLASHPP_SM90_Q_BUFFERS=2 turn them on per call.
+// FLASHPP_SM90_ORDER=snake, FLASHPP_SM90_Q_BUFFERS=2 and (varlen)
+// FLASHPP_SM90_SCHEDULE=dynamic turn them on per call.
 struct FwdKnobs {
   int o_tma = 0;     // epilogue through shared memory and a TMA store (maps.o is encoded)
   int snake = 0;     // snake rounds of the tile order (tile_order.cuh)
   int q_double = 0;  // alternate two Q buffers where the tile has them (fwd_tiles.hpp)
+  // Dynamic schedule (tile_queue.cuh): a zeroed counter in the caller's
+  // workspace from which blocks claim tiles; null for the static order.
+  int* tile_counter = nullptr;
 };
 
 // Writes this thread's share of O (rows 16 * warp .. + 15 of consumer c, all D

@@ -1,7 +1,7 @@
 #pragma once
 // FA3-class forward for Hopper (sm90a). A persistent grid of blocks, each taking
 // (query block, head, batch) tiles in a fixed order; per block three warpgroups:
-//   producer  (warpgroup 0, 24 registers): one thread issues every TMA load, Q once
+//   producer  (warpgroup 0, 32 registers): one thread issues every TMA load, Q once
 //             per tile and K/V through a `stages`-deep ring of full/empty mbarriers;
 //   consumers (warpgroups 1..C, C = 2 or 3; 240 or 160 registers): 64 query rows each.
 //             Per key tile a consumer issues S_next = Q K^T (wgmma SS) and O += P V
@@ -44,6 +44,7 @@
 #include "cuda/sm90/fwd_tiles.hpp"
 #include "cuda/sm90/tensor_maps.hpp"
 #include "cuda/sm90/tile_order.cuh"
+#include "cuda/sm90/tile_queue.cuh"
 
 namespace flashpp::cuda::sm90 {
 
@@ -75,6 +76,7 @@ struct FwdLayout {
   __device__ static constexpr std::uint32_t k_empty(int s) { return bars + 40 + 8 * (kT.stages + s); }
   __device__ static constexpr std::uint32_t v_full(int s) { return bars + 40 + 8 * (2 * kT.stages + s); }
   __device__ static constexpr std::uint32_t v_empty(int s) { return bars + 40 + 8 * (3 * kT.stages + s); }
+  static constexpr std::uint32_t queue = bars + 40 + 32 * kT.stages;  // tile_queue.cuh
   static_assert(1024 + bars + barrier_bytes(kT) == fwd_smem_bytes(kT), "layout must match the tile table's budget");
 };
 
@@ -116,14 +118,21 @@ __device__ __forceinline__ TileWork tile_work(const AttnParams& p, const TileOrd
   return w;
 }
 
-// The tile this block takes in `round` of the order (false: none left). The order
-// is rebuilt from the parameters on each call rather than kept live across the
-// tile loop: the consumers of the wide tiles have no registers to spare for it.
-__device__ __forceinline__ bool round_tile(const AttnParams& p, const FwdKnobs& knobs, int round, int bm, int bn,
-                                           TileWork& w) {
+// The consumers' tile of `round` (false: none left): the static order's, or the
+// index the producer handed over (dynamic schedule). The order is rebuilt from
+// the parameters on each call rather than kept live across the tile loop: the
+// consumers of the wide tiles have no registers to spare for it.
+__device__ __forceinline__ bool consumer_tile(const AttnParams& p, const FwdKnobs& knobs, const TileQueue& queue,
+                                              int round, bool leader, int bm, int bn, TileWork& w) {
   const TileOrder order = TileOrder::make(p, bm, knobs.snake != 0);
-  const int tile = order.tile_of(round, int(blockIdx.x), int(gridDim.x));
-  if (tile >= order.count) return false;
+  int tile;
+  if (knobs.tile_counter != nullptr) {
+    tile = queue.pop(std::uint32_t(round), leader);
+    if (tile < 0) return false;
+  } else {
+    tile = order.tile_of(round, int(blockIdx.x), int(gridDim.x));
+    if (tile >= order.count) return false;
+  }
   w = tile_work(p, order, tile, bm, bn);
   return true;
 }
@@ -195,6 +204,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
       ptx::mbarrier_init(base + L::q_empty(b), kConsumerWarps);
     }
     ptx::mbarrier_init(base + L::o_empty, NC);
+    TileQueue{base + L::queue}.init(kConsumerWarps);
     for (int s = 0; s < ST; ++s) {
       ptx::mbarrier_init(base + L::k_full(s), 1);
       ptx::mbarrier_init(base + L::k_empty(s), kConsumerWarps);
@@ -206,6 +216,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
   __syncthreads();
 
   const int wl = p.window_left, wr = p.window_right;
+  const TileQueue queue{base + L::queue};
 
   if (wg == 0) {
     // ---------------- producer ----------------
@@ -218,11 +229,26 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
       // Over the V stages, a tile's first V load waits until the previous tile's
       // O has been read out by its TMA store.
       const bool wait_o = !L::kOwnO && knobs.o_tma != 0;
+      // Dynamic schedule: the first tile is the block's index, each next one is
+      // claimed while this one loads; consumers learn them through the queue (only
+      // tiles with rows, then -1).
+      const bool dynamic = knobs.tile_counter != nullptr;
+      int claimed = int(blockIdx.x);
+      std::uint32_t pushed = 0;
       RingPos<ST> ring;
       std::uint32_t q_iter = 0;
-      TileWork w;
-      for (int round = 0; round_tile(p, knobs, round, BM, BN, w); ++round) {
-        if (w.rows_q == 0 || !w.kt.any()) continue;
+      for (int round = 0;; ++round) {
+        const TileOrder order = TileOrder::make(p, BM, knobs.snake != 0);
+        const int tile = dynamic ? claimed : order.tile_of(round, int(blockIdx.x), int(gridDim.x));
+        if (tile >= order.count) {
+          if (dynamic) queue.push(pushed, -1);
+          break;
+        }
+        if (dynamic) claimed = atomicAdd(knobs.tile_counter, 1) + int(gridDim.x);
+        const TileWork w = tile_work(p, order, tile, BM, BN);
+        if (w.rows_q == 0) continue;
+        if (dynamic) queue.push(pushed++, tile);
+        if (!w.kt.any()) continue;
         const TileCoord tc = w.tc;
         const KeyTiles kt = w.kt;
         const int hk = tc.h / p.gqa_ratio;
@@ -304,7 +330,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
     RingPos<ST> ring;
     std::uint32_t q_iter = 0;
     TileWork w;
-    for (int round = 0; round_tile(p, knobs, round, BM, BN, w); ++round) {
+    for (int round = 0; consumer_tile(p, knobs, queue, round, leader, BM, BN, w); ++round) {
       if (w.rows_q == 0) continue;
       const TileCoord tc = w.tc;
       const SeqRows& seq = w.seq;

@@ -12,7 +12,10 @@
 namespace flashpp::cuda::sm90 {
 
 inline constexpr std::size_t kSmemLimit = 227 * 1024;
-inline constexpr int kProducerRegisters = 24;
+// What the producer warpgroup keeps after setmaxnreg: 32, not the minimum 24,
+// because its tile walk (with the dynamic schedule's claim and queue) spills at
+// 24, and the register file still grants two consumers 240 and three 160.
+inline constexpr int kProducerRegisters = 32;
 
 // Head dims this family is compiled for (others round up).
 inline constexpr int kHeadDims[] = {64, 96, 128, 192, 256};
@@ -33,7 +36,7 @@ struct FwdTiles {
 
 constexpr int fwd_threads(const FwdTiles& t) { return 128 * (1 + t.consumers); }
 // Registers a consumer thread raises itself to (setmaxnreg): what the register
-// file leaves after the producer's 24, rounded down to a multiple of 8.
+// file leaves after the producer's, rounded down to a multiple of 8.
 constexpr int consumer_registers(const FwdTiles& t) {
   const int fit = (65536 - 128 * kProducerRegisters) / (128 * t.consumers) / 8 * 8;
   return fit < 240 ? fit : 240;  // 240: the most setmaxnreg grants
@@ -109,9 +112,13 @@ constexpr std::size_t q_tile_bytes(const FwdTiles& t) { return std::size_t(panel
 constexpr std::size_t kv_tile_bytes(const FwdTiles& t) { return std::size_t(panels(t.head_dim)) * t.block_n * 128; }
 // The O tile of a TMA-store epilogue has Q's shape (64-column panels of block_m rows).
 constexpr std::size_t o_tile_bytes(const FwdTiles& t) { return q_tile_bytes(t); }
+// The dynamic schedule's queue of tile indices (tile_queue.cuh): kTileSlots ints and
+// a full and an empty mbarrier per slot.
+inline constexpr int kTileSlots = 4;
+inline constexpr std::size_t kTileQueueBytes = 4 * kTileSlots + 16 * kTileSlots;
 // Barriers: Q full/empty per Q buffer, O empty (the staged O read out), K full/empty
-// and V full/empty per stage (8 bytes each).
-constexpr std::size_t barrier_bytes(const FwdTiles& t) { return 8 * (5 + 4 * std::size_t(t.stages)); }
+// and V full/empty per stage (8 bytes each), then the tile queue.
+constexpr std::size_t barrier_bytes(const FwdTiles& t) { return 8 * (5 + 4 * std::size_t(t.stages)) + kTileQueueBytes; }
 // Q buffers: two where the budget has room (the narrow tiles of head dims up to
 // 128), so the next tile's Q can load while this tile runs instead of in the gap
 // between them (FwdKnobs::q_double); one otherwise.

@@ -28,13 +28,15 @@ inline int multiprocessors() {
 // can compare them: FLASHPP_SM90_O_STORE=tma stages O for a TMA store (where
 // TMA can describe the output), FLASHPP_SM90_ORDER=snake alternates the
 // direction of the tile order's rounds, FLASHPP_SM90_Q_BUFFERS=2 loads the next
-// tile's Q into a second buffer. All off otherwise.
+// tile's Q into a second buffer, FLASHPP_SM90_SCHEDULE=dynamic lets varlen
+// batches claim tiles from a counter in the workspace. All off otherwise.
 inline bool env_is(const char* name, std::string_view value) {
   const char* v = std::getenv(name);
   return v != nullptr && value == v;
 }
-inline FwdKnobs fwd_knobs(const AttnParams& p) {
+inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a) {
   FwdKnobs k;
+  if (env_is("FLASHPP_SM90_SCHEDULE", "dynamic")) k.tile_counter = a.tile_counter;
   k.o_tma = env_is("FLASHPP_SM90_O_STORE", "tma") && o_store_problem(p).empty();
   k.snake = env_is("FLASHPP_SM90_ORDER", "snake");
   k.q_double = env_is("FLASHPP_SM90_Q_BUFFERS", "2");
@@ -46,9 +48,12 @@ void launch_fwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   constexpr FwdTiles t = fwd_tiles(D, V);
   const TileOrder order = TileOrder::make(p, t.block_m);
   if (order.count == 0) return;
-  const FwdKnobs knobs = fwd_knobs(p);
+  const FwdKnobs knobs = fwd_knobs(p, a);
   FwdMaps maps = encode_fwd_maps(p, t.block_m, t.block_n);
   if (knobs.o_tma != 0) encode_o_map(p, &maps.o);
+  // The counter starts at zero each call (a memset node under graph capture).
+  if (knobs.tile_counter != nullptr)
+    check_cuda(cudaMemsetAsync(knobs.tile_counter, 0, sizeof(int), a.stream), "cudaMemsetAsync(tile counter)");
   const unsigned grid = unsigned(std::min(order.count, multiprocessors()));
   launch_kernel(fwd_kernel<T, D, V>, dim3(grid), fwd_threads(t), fwd_launch_smem(t, knobs.o_tma != 0), a.stream,
                 "Hopper forward kernel", p, maps, knobs);
