@@ -19,7 +19,9 @@
 
 namespace flashpp {
 
-// Scratch bytes forward() needs for these arguments (0 for most configs).
+// Scratch bytes forward() needs for these arguments: 0 for most configs; on a
+// CUDA device 256 for varlen batches (a counter of the Hopper kernel's dynamic
+// tile schedule, zeroed by each call on its stream).
 std::size_t forward_workspace_bytes(const TensorView& q, const TensorView& k, const TensorView& v,
                                     const AttentionOptions& opts = {});
 
