@@ -13,10 +13,11 @@
 #                         and of the FA2-class backward (FLASHPP_SM80_TUNING); the tiles
 #                         and bwdtiles steps test, sanitize and time them
 #   knobs                 the Hopper forward's runtime knobs (FLASHPP_SM90_O_STORE=tma: TMA-store
-#                         epilogue; FLASHPP_SM90_ORDER=snake; FLASHPP_SM90_Q_BUFFERS=2): forward
-#                         and PTX tests and the sanitizers with all on (every tile variant in a
-#                         tuning build), then base / each alone / all timed on the forward grid,
-#                         in two interleaved rounds
+#                         epilogue; FLASHPP_SM90_ORDER=snake; FLASHPP_SM90_Q_BUFFERS=2;
+#                         FLASHPP_SM90_SCHEDULE=dynamic for varlen): forward and PTX tests and
+#                         the sanitizers with all on (every tile variant in a tuning build), then
+#                         base / each alone / all timed on the forward grid and on varlen
+#                         batches, in two interleaved rounds
 #   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
 #   FLASHPP_SANITIZE_TOOLS compute-sanitizer tools of the sanitize step (default: memcheck racecheck synccheck)
 #   FLASHPP_GRID_PEERS=0  the grid step times ours only (no torch peers)
@@ -189,7 +190,7 @@ fi
 if has_step knobs; then
   echo "== Hopper forward knobs: TMA-store epilogue, snake tile order, two Q buffers =="
   : >"$out/knobs.log"
-  all_knobs="FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake FLASHPP_SM90_Q_BUFFERS=2"
+  all_knobs="FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake FLASHPP_SM90_Q_BUFFERS=2 FLASHPP_SM90_SCHEDULE=dynamic"
   variants=default
   [ "${FLASHPP_DEVICE_TUNING:-0}" = 1 ] && variants="0 1 2"
   for v in $variants; do
@@ -225,6 +226,28 @@ runs = {n: [json.load(open(os.path.join(d, f"knobs_{n}_{r}.json"))) for r in (1,
             if os.path.exists(os.path.join(d, f"knobs_{n}_{r}.json"))] for n in names}
 print("| hdim | N | causal | base TF/s | " + " | ".join(f"{n}/base" for n in names[1:]) + " |")
 print("|---|---|---|---|" + "---|" * (len(names) - 1))
+for i, row in enumerate(runs["base"][0]):
+    med = {n: statistics.median(r[i]["fwd_tflops"] for r in runs[n]) for n in names if runs[n]}
+    cells = " | ".join(f"{med[n] / med['base']:.3f}" if n in med else "-" for n in names[1:])
+    print(f"| {row['hdim']} | {row['seqlen']} | {row['causal']} | {med['base']:.1f} | {cells} |")
+PY
+  # Varlen batches (flashpp_cuda_bench --varlen): the dynamic schedule alone and with the rest.
+  declare -A varlen_env=([base]="" [dynamic]="FLASHPP_SM90_SCHEDULE=dynamic" [all]="$all_knobs")
+  for round in 1 2; do
+    for k in base dynamic all; do
+      env ${varlen_env[$k]} timeout "$(allow 60)" "$build/tests/cuda/flashpp_cuda_bench" --varlen --reps 10 \
+        --json "$out/knobs_varlen_${k}_$round.json" >>"$out/knobs.log" 2>&1
+      note "varlen $k $round" "rc $?"
+    done
+  done
+  python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
+import json, os, statistics, sys
+d = sys.argv[1]
+names = ["base", "dynamic", "all"]
+runs = {n: [json.load(open(os.path.join(d, f"knobs_varlen_{n}_{r}.json"))) for r in (1, 2)
+            if os.path.exists(os.path.join(d, f"knobs_varlen_{n}_{r}.json"))] for n in names}
+print("| hdim | lengths | causal | base TF/s | dynamic/base | all/base |")
+print("|---|---|---|---|---|---|")
 for i, row in enumerate(runs["base"][0]):
     med = {n: statistics.median(r[i]["fwd_tflops"] for r in runs[n]) for n in names if runs[n]}
     cells = " | ".join(f"{med[n] / med['base']:.3f}" if n in med else "-" for n in names[1:])

@@ -2,10 +2,11 @@
 // configurations of the reference table in DESIGN.md (bf16, batch * seqlen = 16K,
 // hidden 2048), timed with CUDA events, median of repeated calls after warm-up.
 // FLOPs: forward 4 * B * H * N^2 * d (halved when causal), backward 2.5x forward.
-//   flashpp_cuda_bench [--json PATH] [--reps N] [--quick | --grid] [--fwd-only | --bwd-only] [--hdim D]
+//   flashpp_cuda_bench [--json PATH] [--reps N] [--quick | --grid | --varlen] [--fwd-only | --bwd-only] [--hdim D]
 // --fwd-only times our default forward alone (the FA2 and backward columns read 0);
 // --bwd-only times the backward alone (the forward columns read 0); --hdim keeps
-// the configurations of one head dim.
+// the configurations of one head dim. --varlen times the forward on varlen
+// batches instead (bench_varlen.cuh).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -16,75 +17,25 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.cuh"
+#include "bench_varlen.cuh"
 #include "flashpp/attention.hpp"
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(2);
-  }
-}
-
-__global__ void fill_normalish(__nv_bfloat16* x, std::size_t n, unsigned seed) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
-    unsigned h = unsigned(i) * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
-    // sum of two uniforms: a cheap bell shape in (-1, 1), never all zeros
-    const float u = float(h & 0xffff) / 65536.f + float(h >> 16) / 65536.f - 1.f;
-    x[i] = __float2bfloat16(u);
-  }
-}
+using namespace flashpp::bench;
 
 struct Config {
   int d, n;
   bool causal;
 };
 
-struct Buffers {
-  std::vector<void*> ptrs;
-  void* alloc(std::size_t bytes) {
-    void* p = nullptr;
-    check(cudaMalloc(&p, bytes), "cudaMalloc");
-    ptrs.push_back(p);
-    return p;
-  }
-  ~Buffers() {
-    for (void* p : ptrs) cudaFree(p);
-  }
-};
-
-template <class F>
-float median_ms(F&& f, int reps) {
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "event");
-  check(cudaEventCreate(&b), "event");
-  for (int i = 0; i < 2; ++i) f();  // warm-up
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    check(cudaEventRecord(a), "record");
-    f();
-    check(cudaEventRecord(b), "record");
-    check(cudaEventSynchronize(b), "sync");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
-    t.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string json_path;
   int reps = 10;
-  bool quick = false, grid = false, fwd_only = false, bwd_only = false;
+  bool quick = false, grid = false, varlen = false, fwd_only = false, bwd_only = false;
   int keep_d = 0;
   int only_d = 0, only_n = 0, only_causal = 0;  // --only hdim,N,causal: one config (profiling)
   for (int i = 1; i < argc; ++i) {
@@ -92,6 +43,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--grid")) grid = true;
+    else if (!std::strcmp(argv[i], "--varlen")) varlen = true;
     else if (!std::strcmp(argv[i], "--fwd-only")) fwd_only = true;
     else if (!std::strcmp(argv[i], "--bwd-only")) bwd_only = true;
     else if (!std::strcmp(argv[i], "--hdim") && i + 1 < argc) keep_d = std::atoi(argv[++i]);
@@ -101,6 +53,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (varlen) return flashpp::bench::run_varlen(json_path, reps);
   std::vector<Config> configs = {{64, 2048, false},   {64, 16384, false},  {128, 1024, false}, {128, 4096, false},
                                  {128, 16384, false}, {128, 16384, true}, {256, 16384, false}};
   if (quick) configs = {{128, 4096, false}};

@@ -1,0 +1,69 @@
+#pragma once
+// Helpers of the CUDA benchmarks (not tests): error exit, device buffers freed at
+// scope end, a cheap deterministic fill, and the median of timed calls.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace flashpp::bench {
+
+inline void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(2);
+  }
+}
+
+__global__ void fill_normalish(__nv_bfloat16* x, std::size_t n, unsigned seed) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    unsigned h = unsigned(i) * 2654435761u ^ seed;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    // sum of two uniforms: a cheap bell shape in (-1, 1), never all zeros
+    const float u = float(h & 0xffff) / 65536.f + float(h >> 16) / 65536.f - 1.f;
+    x[i] = __float2bfloat16(u);
+  }
+}
+
+
+struct Buffers {
+  std::vector<void*> ptrs;
+  void* alloc(std::size_t bytes) {
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes), "cudaMalloc");
+    ptrs.push_back(p);
+    return p;
+  }
+  ~Buffers() {
+    for (void* p : ptrs) cudaFree(p);
+  }
+};
+
+template <class F>
+float median_ms(F&& f, int reps) {
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "event");
+  check(cudaEventCreate(&b), "event");
+  for (int i = 0; i < 2; ++i) f();  // warm-up
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    check(cudaEventRecord(a), "record");
+    f();
+    check(cudaEventRecord(b), "record");
+    check(cudaEventSynchronize(b), "sync");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace flashpp::bench
