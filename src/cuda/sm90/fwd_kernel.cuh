@@ -1,6 +1,7 @@
 #pragma once
 // FA3-class forward for Hopper (sm90a). A persistent grid of blocks, each taking
-// (query block, head, batch) tiles in a fixed order; per block three warpgroups:
+// (query block, head, batch) tiles in a fixed order (tile_order.cuh) or, with the
+// dynamic schedule, claiming them (tile_queue.cuh); per block three warpgroups:
 //   producer  (warpgroup 0, 32 registers): one thread issues every TMA load, Q once
 //             per tile and K/V through a `stages`-deep ring of full/empty mbarriers;
 //   consumers (warpgroups 1..C, C = 2 or 3; 240 or 160 registers): 64 query rows each.
