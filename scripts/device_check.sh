@@ -4,7 +4,7 @@
 # dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
 # backends; then print a summary table last. Full logs and JSON go to $OUT
 # (default results/device); at most 8 files, so the tool that fetches them gets all.
-#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles knobs pytest profile suite decode probe"
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles fa2lazy knobs pytest profile suite decode probe"
 #                         (default: build test sanitize demo bench profile)
 #   FLASHPP_DECODE_ARGS   arguments of the decode step's flashpp_decode_bench (default --quick)
 #   FLASHPP_PROBE         the probe step runs these scripts, in order (default scripts/device_probe.sh)
@@ -12,6 +12,9 @@
 #   FLASHPP_DEVICE_TUNING=1 builds the tile variants of the Hopper forward (FLASHPP_SM90_TUNING)
 #                         and of the FA2-class backward (FLASHPP_SM80_TUNING); the tiles
 #                         and bwdtiles steps test, sanitize and time them
+#   fa2lazy               (tuning build) the FA2-class forward with the lazy O rescale
+#                         (FLASHPP_SM80_FWD_LAZY=1): forward tests and memcheck/racecheck with it
+#                         forced, then both timed on the forward grid, interleaved
 #   knobs                 the Hopper forward's runtime knobs (FLASHPP_SM90_O_STORE=tma: TMA-store
 #                         epilogue; FLASHPP_SM90_ORDER=snake; FLASHPP_SM90_Q_BUFFERS=2;
 #                         FLASHPP_SM90_SCHEDULE=dynamic for varlen): forward and PTX tests and
@@ -185,6 +188,42 @@ for x, y in zip(a, b):
     print(f"| {x['hdim']} | {x['seqlen']} | {x['causal']} | {x['bwd_tflops']:.1f} | {y['bwd_tflops']:.1f} | "
           f"{y['bwd_tflops'] / x['bwd_tflops']:.3f} |")
 PY
+fi
+
+if has_step fa2lazy; then
+  echo "== FA2-class forward, lazy O rescale (tuning build) =="
+  : >"$out/fa2lazy.log"
+  fa2=(FLASHPP_CUDA_FORWARD_FAMILY=sm80)
+  env "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=1 timeout "$(allow 150)" "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 \
+    >>"$out/fa2lazy.log" 2>&1
+  note "fa2 lazy test" "rc $?; $(grep -E "PASSED|FAILED" "$out/fa2lazy.log" | tail -2 | tr '\n' ' ')"
+  for tool in memcheck racecheck; do
+    env "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=1 timeout "$(allow 150)" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$build/tests/cuda/flashpp_cuda_sanitize_cases" >/tmp/flashpp_fa2lazy_$tool.log 2>&1
+    rc=$?
+    note "fa2 lazy $tool" "rc $rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/flashpp_fa2lazy_$tool.log | tail -1)"
+    { echo "==== $tool, lazy (rc $rc) ===="; cat /tmp/flashpp_fa2lazy_$tool.log; } >>"$out/fa2lazy.log"
+  done
+  for round in 1 2; do
+    for lazy in 0 1; do
+      env "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=$lazy timeout "$(allow 100)" "$build/tests/cuda/flashpp_cuda_bench" --grid \
+        --fwd-only --reps 10 --json "$out/fa2lazy${lazy}_$round.json" >>"$out/fa2lazy.log" 2>&1
+      note "fa2 lazy $lazy $round" "rc $?"
+    done
+  done
+  python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
+import json, os, statistics, sys
+d = sys.argv[1]
+runs = {z: [json.load(open(os.path.join(d, f"fa2lazy{z}_{r}.json"))) for r in (1, 2)
+            if os.path.exists(os.path.join(d, f"fa2lazy{z}_{r}.json"))] for z in (0, 1)}
+print("| hdim | N | causal | FA2-class fwd TF/s | lazy TF/s | lazy/base |")
+print("|---|---|---|---|---|---|")
+for i, row in enumerate(runs[0][0]):
+    a = statistics.median(r[i]["fwd_tflops"] for r in runs[0])
+    b = statistics.median(r[i]["fwd_tflops"] for r in runs[1]) if runs[1] else float("nan")
+    print(f"| {row['hdim']} | {row['seqlen']} | {row['causal']} | {a:.1f} | {b:.1f} | {b / a:.3f} |")
+PY
+  (cd "$out" && tar czf fa2lazy_json.tar.gz fa2lazy?_?.json && rm -f fa2lazy?_?.json)
 fi
 
 if has_step knobs; then

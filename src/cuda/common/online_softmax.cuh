@@ -83,9 +83,10 @@ struct OnlineSoftmax {
   // row as update() does), so a warp either runs the rescale or skips it whole.
   // Decode tiles stream K/V with one warp per scheduler, where the rescale's
   // MT * NO * 4 multiplies per tile are a fifth of the warp's instructions.
+  // `scale` as in update().
   static constexpr float kLazySlack = 8.f;
   template <int NS, int NO>
-  __device__ __forceinline__ void update_lazy(float (&s)[MT][NS][4], float (&o)[MT][NO][4]) {
+  __device__ __forceinline__ void update_lazy(float (&s)[MT][NS][4], float (&o)[MT][NO][4], float scale = 1.f) {
     float mx[MT][2];
     bool grow = false;
 #pragma unroll
@@ -95,11 +96,11 @@ struct OnlineSoftmax {
         float m = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < NS; ++nt) m = fmaxf(m, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
-        mx[mt][hh] = quad_max(m);
+        mx[mt][hh] = quad_max(m) * scale;
         grow = grow || mx[mt][hh] > max[mt][hh] + kLazySlack;
       }
     if (__any_sync(0xffffffffu, grow)) {
-      update(s, o);
+      update(s, o, scale);
       return;
     }
 #pragma unroll
@@ -111,8 +112,8 @@ struct OnlineSoftmax {
         float part = sum[mt][hh];
 #pragma unroll
         for (int nt = 0; nt < NS; ++nt) {
-          const float p0 = ptx::ex2_approx(s[mt][nt][2 * hh] - base);
-          const float p1 = ptx::ex2_approx(s[mt][nt][2 * hh + 1] - base);
+          const float p0 = ptx::ex2_approx(fmaf(s[mt][nt][2 * hh], scale, -base));
+          const float p1 = ptx::ex2_approx(fmaf(s[mt][nt][2 * hh + 1], scale, -base));
           s[mt][nt][2 * hh] = p0;
           s[mt][nt][2 * hh + 1] = p1;
           part += p0 + p1;

@@ -32,7 +32,9 @@ struct FwdSmem {
   alignas(128) unsigned char v[2][KVTile::kBytes];
 };
 
-template <typename T, int D>
+// Lazy: rescale O only when a row's max has grown past the online softmax's
+// slack (OnlineSoftmax::update_lazy), a tuning-build variant until measured.
+template <typename T, int D, bool Lazy = false>
 __global__ void __launch_bounds__(fwd_tiles(D).warps * 32) fwd_kernel(const __grid_constant__ AttnParams p) {
   constexpr FwdTiles kT = fwd_tiles(D);
   constexpr int BM = kT.block_m, BN = kT.block_n, MT = kT.m_tiles, THREADS = kT.warps * 32;
@@ -124,7 +126,10 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32) fwd_kernel(const __gr
         }
     }
 
-    softmax.update(s, o, fold ? smap.log2sc : 1.f);
+    if constexpr (Lazy)
+      softmax.update_lazy(s, o, fold ? smap.log2sc : 1.f);
+    else
+      softmax.update(s, o, fold ? smap.log2sc : 1.f);
 
     std::uint32_t pa[MT][NS / 2][4];
     acc_to_a<T>(pa, s);

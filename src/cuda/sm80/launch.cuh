@@ -15,18 +15,25 @@
 
 namespace flashpp::cuda::sm80 {
 
-template <typename T, int D>
-void launch_fwd(const AttnParams& p, const LaunchArgs& a) {
-  constexpr FwdTiles t = fwd_tiles(D);
-  launch_kernel(fwd_kernel<T, D>, dim3(blocks(p.seqlen_q, t.block_m), p.heads_q, p.batch), t.warps * 32,
-                sizeof(FwdSmem<D>), a.stream, "forward kernel", p);
-}
-
 #if FLASHPP_SM80_TUNING
 inline constexpr bool kTuningBuild = true;
 #else
 inline constexpr bool kTuningBuild = false;
 #endif
+
+// Tuning builds also compile the forward with the lazy O rescale, which
+// FLASHPP_SM80_FWD_LAZY=1 picks per call.
+template <typename T, int D>
+void launch_fwd(const AttnParams& p, const LaunchArgs& a) {
+  constexpr FwdTiles t = fwd_tiles(D);
+  const dim3 grid(blocks(p.seqlen_q, t.block_m), p.heads_q, p.batch);
+  if constexpr (kTuningBuild) {
+    if (forced_variant("FLASHPP_SM80_FWD_LAZY", 2) == 1)
+      return launch_kernel(fwd_kernel<T, D, true>, grid, t.warps * 32, sizeof(FwdSmem<D>), a.stream,
+                           "forward kernel (lazy rescale)", p);
+  }
+  launch_kernel(fwd_kernel<T, D>, grid, t.warps * 32, sizeof(FwdSmem<D>), a.stream, "forward kernel", p);
+}
 
 // Backward variants a build compiles: variant 0, and in tuning builds every
 // variant the head dim has.
