@@ -17,10 +17,8 @@
 
 namespace flashpp::cuda::sm90 {
 
-// Runtime choices of one launch (kernel parameter): all default off until
-// measured (docs/hopper_forward.md); FLASHPP_SM90_O_STORE=tma,
-// FLASHPP_SM90_ORDER=snake, FLASHPP_SM90_Q_BUFFERS=2 and (varlen)
-// FLASHPP_SM90_SCHEDULE=dynamic turn them on per call.
+// Runtime choices of one launch (kernel parameter); the launcher's fwd_knobs()
+// sets them from a rule measured on the device and the environment's overrides.
 struct FwdKnobs {
   int o_tma = 0;     // epilogue through shared memory and a TMA store (maps.o is encoded)
   int snake = 0;     // snake rounds of the tile order (tile_order.cuh)

@@ -12,10 +12,12 @@
 namespace flashpp::cuda::sm90 {
 
 inline constexpr std::size_t kSmemLimit = 227 * 1024;
-// What the producer warpgroup keeps after setmaxnreg: 32, not the minimum 24,
-// because its tile walk (with the dynamic schedule's claim and queue) spills at
-// 24, and the register file still grants two consumers 240 and three 160.
-inline constexpr int kProducerRegisters = 32;
+// What the producer warpgroup keeps after setmaxnreg. Every register the
+// consumers raise themselves to must come from the producer's release: the block
+// holds only its launch allocation (168 per thread for 384 threads), so 24 here
+// is what lets two consumers reach 240 (a producer of 32 leaves them waiting
+// in setmaxnreg.inc forever).
+inline constexpr int kProducerRegisters = 24;
 
 // Head dims this family is compiled for (others round up).
 inline constexpr int kHeadDims[] = {64, 96, 128, 192, 256};
@@ -36,9 +38,12 @@ struct FwdTiles {
 
 constexpr int fwd_threads(const FwdTiles& t) { return 128 * (1 + t.consumers); }
 // Registers a consumer thread raises itself to (setmaxnreg): what the register
-// file leaves after the producer's, rounded down to a multiple of 8.
+// block's launch allocation leaves after the producer's, rounded down to a
+// multiple of 8 (setmaxnreg.inc waits until the registers are free: asking for
+// more than the producer released never returns).
+constexpr int launch_registers(const FwdTiles& t) { return 65536 / fwd_threads(t) / 8 * 8; }
 constexpr int consumer_registers(const FwdTiles& t) {
-  const int fit = (65536 - 128 * kProducerRegisters) / (128 * t.consumers) / 8 * 8;
+  const int fit = (launch_registers(t) * fwd_threads(t) - 128 * kProducerRegisters) / (128 * t.consumers) / 8 * 8;
   return fit < 240 ? fit : 240;  // 240: the most setmaxnreg grants
 }
 

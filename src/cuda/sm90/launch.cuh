@@ -24,22 +24,29 @@ inline int multiprocessors() {
   return sms;
 }
 
-// The launch's runtime choices (fwd_epilogue.cuh), read per call so one process
-// can compare them: FLASHPP_SM90_O_STORE=tma stages O for a TMA store (where
-// TMA can describe the output), FLASHPP_SM90_ORDER=snake alternates the
-// direction of the tile order's rounds, FLASHPP_SM90_Q_BUFFERS=2 loads the next
-// tile's Q into a second buffer, FLASHPP_SM90_SCHEDULE=dynamic lets varlen
-// batches claim tiles from a counter in the workspace. All off otherwise.
-inline bool env_is(const char* name, std::string_view value) {
+// The launch's runtime choices (fwd_epilogue.cuh). Defaults from the same-run
+// A/B on an H100 (docs/hopper_forward.md, "Runtime knobs"):
+//  - TMA-store epilogue for head dims from 128 on the narrow tiles (variant 0):
+//    +2-20% at 512-2K keys; at head dim 64 and on the wide tiles it lost up to 5%;
+//  - snake rounds for masked orders: causal +6-21% from 4K keys, unmasked neutral;
+//  - dynamic schedule for varlen batches: +2-40% on the --varlen batches;
+//  - one Q buffer: the second lost 0-5% (predicted a gain; see the doc).
+// The environment overrides each per call, so one process can compare them:
+// FLASHPP_SM90_O_STORE=tma|direct, FLASHPP_SM90_ORDER=snake|plain,
+// FLASHPP_SM90_SCHEDULE=dynamic|static, FLASHPP_SM90_Q_BUFFERS=2|1.
+inline int env_choice(const char* name, std::string_view on, std::string_view off, bool fallback) {
   const char* v = std::getenv(name);
-  return v != nullptr && value == v;
+  if (v != nullptr && on == v) return 1;
+  if (v != nullptr && off == v) return 0;
+  return fallback ? 1 : 0;
 }
-inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a) {
+inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a, const FwdTiles& t, int variant) {
   FwdKnobs k;
-  if (env_is("FLASHPP_SM90_SCHEDULE", "dynamic")) k.tile_counter = a.tile_counter;
-  k.o_tma = env_is("FLASHPP_SM90_O_STORE", "tma") && o_store_problem(p).empty();
-  k.snake = env_is("FLASHPP_SM90_ORDER", "snake");
-  k.q_double = env_is("FLASHPP_SM90_Q_BUFFERS", "2");
+  if (env_choice("FLASHPP_SM90_SCHEDULE", "dynamic", "static", true)) k.tile_counter = a.tile_counter;
+  k.o_tma = env_choice("FLASHPP_SM90_O_STORE", "tma", "direct", t.head_dim >= 128 && variant == 0) &&
+            o_store_problem(p).empty();
+  k.snake = env_choice("FLASHPP_SM90_ORDER", "snake", "plain", has_window(p.window_left, p.window_right));
+  k.q_double = env_choice("FLASHPP_SM90_Q_BUFFERS", "2", "1", false);
   return k;
 }
 
@@ -48,7 +55,7 @@ void launch_fwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   constexpr FwdTiles t = fwd_tiles(D, V);
   const TileOrder order = TileOrder::make(p, t.block_m);
   if (order.count == 0) return;
-  const FwdKnobs knobs = fwd_knobs(p, a);
+  const FwdKnobs knobs = fwd_knobs(p, a, t, V);
   FwdMaps maps = encode_fwd_maps(p, t.block_m, t.block_n);
   if (knobs.o_tma != 0) encode_o_map(p, &maps.o);
   // The counter starts at zero each call (a memset node under graph capture).
