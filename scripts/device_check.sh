@@ -19,8 +19,8 @@
 #                         epilogue; FLASHPP_SM90_ORDER=snake; FLASHPP_SM90_Q_BUFFERS=2;
 #                         FLASHPP_SM90_SCHEDULE=dynamic for varlen): forward and PTX tests and
 #                         the sanitizers with all on (every tile variant in a tuning build), then
-#                         base / each alone / all timed on the forward grid and on varlen
-#                         batches, in two interleaved rounds
+#                         all off / each alone / all / the default rule timed on the forward grid
+#                         and on varlen batches, in two interleaved rounds
 #   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
 #   FLASHPP_SANITIZE_TOOLS compute-sanitizer tools of the sanitize step (default: memcheck racecheck synccheck)
 #   FLASHPP_GRID_PEERS=0  the grid step times ours only (no torch peers)
@@ -247,51 +247,40 @@ if has_step knobs; then
     note "knobs $tool" "rc $rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/flashpp_knobs_$tool.log | tail -1)"
     { echo "==== $tool, knobs on (rc $rc) ===="; cat /tmp/flashpp_knobs_$tool.log; } >>"$out/knobs.log"
   done
-  # Same binary, knobs by environment, two interleaved rounds.
-  declare -A knob_env=([base]="" [tma]="FLASHPP_SM90_O_STORE=tma" [snake]="FLASHPP_SM90_ORDER=snake"
-                       [q2]="FLASHPP_SM90_Q_BUFFERS=2" [all]="$all_knobs")
-  for round in 1 2; do
-    for k in base tma snake q2 all; do
-      env ${knob_env[$k]} timeout "$(allow 60)" "$build/tests/cuda/flashpp_cuda_bench" --grid --fwd-only --reps 10 \
-        --json "$out/knobs_${k}_$round.json" >>"$out/knobs.log" 2>&1
-      note "knobs $k $round" "rc $?"
+  # Same binary, knobs by environment, two interleaved rounds. "off" forces every knob
+  # off, each other entry turns one on over it, "default" is the launcher's rule.
+  off="FLASHPP_SM90_O_STORE=direct FLASHPP_SM90_ORDER=plain FLASHPP_SM90_Q_BUFFERS=1 FLASHPP_SM90_SCHEDULE=static"
+  declare -A knob_env=([off]="$off" [tma]="$off FLASHPP_SM90_O_STORE=tma" [snake]="$off FLASHPP_SM90_ORDER=snake"
+                       [q2]="$off FLASHPP_SM90_Q_BUFFERS=2" [dynamic]="$off FLASHPP_SM90_SCHEDULE=dynamic"
+                       [all]="$all_knobs" [default]="")
+  # time_knobs PREFIX "BENCH ARGS" NAME...: the runs, then one table of each NAME over "off".
+  time_knobs() {
+    local prefix=$1 args=$2
+    shift 2
+    for round in 1 2; do
+      for k in "$@"; do
+        env ${knob_env[$k]} timeout "$(allow 60)" "$build/tests/cuda/flashpp_cuda_bench" $args --reps 10 \
+          --json "$out/${prefix}_${k}_$round.json" >>"$out/knobs.log" 2>&1
+        note "$prefix $k $round" "rc $?"
+      done
     done
-  done
-  python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
+    python3 - "$out" "$prefix" "$@" <<'PY' | tee -a "$out/summary.txt"
 import json, os, statistics, sys
-d = sys.argv[1]
-names = ["base", "tma", "snake", "q2", "all"]
-runs = {n: [json.load(open(os.path.join(d, f"knobs_{n}_{r}.json"))) for r in (1, 2)
-            if os.path.exists(os.path.join(d, f"knobs_{n}_{r}.json"))] for n in names}
-print("| hdim | N | causal | base TF/s | " + " | ".join(f"{n}/base" for n in names[1:]) + " |")
-print("|---|---|---|---|" + "---|" * (len(names) - 1))
-for i, row in enumerate(runs["base"][0]):
+d, prefix, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+runs = {n: [json.load(open(os.path.join(d, f"{prefix}_{n}_{r}.json"))) for r in (1, 2)
+            if os.path.exists(os.path.join(d, f"{prefix}_{n}_{r}.json"))] for n in names}
+others = [n for n in names if n != "off"]
+print(f"\n{prefix}\n")
+print("| hdim | N | causal | off TF/s | " + " | ".join(f"{n}/off" for n in others) + " |")
+print("|---|---|---|---|" + "---|" * len(others))
+for i, row in enumerate(runs["off"][0]):
     med = {n: statistics.median(r[i]["fwd_tflops"] for r in runs[n]) for n in names if runs[n]}
-    cells = " | ".join(f"{med[n] / med['base']:.3f}" if n in med else "-" for n in names[1:])
-    print(f"| {row['hdim']} | {row['seqlen']} | {row['causal']} | {med['base']:.1f} | {cells} |")
+    cells = " | ".join(f"{med[n] / med['off']:.3f}" if n in med else "-" for n in others)
+    print(f"| {row['hdim']} | {row['seqlen']} | {row['causal']} | {med['off']:.1f} | {cells} |")
 PY
-  # Varlen batches (flashpp_cuda_bench --varlen): the dynamic schedule alone and with the rest.
-  declare -A varlen_env=([base]="" [dynamic]="FLASHPP_SM90_SCHEDULE=dynamic" [all]="$all_knobs")
-  for round in 1 2; do
-    for k in base dynamic all; do
-      env ${varlen_env[$k]} timeout "$(allow 60)" "$build/tests/cuda/flashpp_cuda_bench" --varlen --reps 10 \
-        --json "$out/knobs_varlen_${k}_$round.json" >>"$out/knobs.log" 2>&1
-      note "varlen $k $round" "rc $?"
-    done
-  done
-  python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
-import json, os, statistics, sys
-d = sys.argv[1]
-names = ["base", "dynamic", "all"]
-runs = {n: [json.load(open(os.path.join(d, f"knobs_varlen_{n}_{r}.json"))) for r in (1, 2)
-            if os.path.exists(os.path.join(d, f"knobs_varlen_{n}_{r}.json"))] for n in names}
-print("| hdim | lengths | causal | base TF/s | dynamic/base | all/base |")
-print("|---|---|---|---|---|---|")
-for i, row in enumerate(runs["base"][0]):
-    med = {n: statistics.median(r[i]["fwd_tflops"] for r in runs[n]) for n in names if runs[n]}
-    cells = " | ".join(f"{med[n] / med['base']:.3f}" if n in med else "-" for n in names[1:])
-    print(f"| {row['hdim']} | {row['seqlen']} | {row['causal']} | {med['base']:.1f} | {cells} |")
-PY
+  }
+  time_knobs knobs_grid "--grid --fwd-only" off tma snake q2 all default
+  time_knobs knobs_varlen "--varlen" off dynamic all default
   (cd "$out" && tar czf knobs_json.tar.gz knobs_*_?.json && rm -f knobs_*_?.json)
 fi
 

@@ -49,6 +49,15 @@ BwdLayout bwd_layout(const AttnParams& p, int compiled_head_dim) {
   return l;
 }
 
+// The caller's workspace: at least `need` bytes and, like every CUDA workspace
+// (flashpp/options.hpp), 256-byte aligned device memory.
+void check_workspace(const void* workspace, std::size_t bytes, std::size_t need, const char* ask) {
+  if (need > 0 && (workspace == nullptr || bytes < need))
+    throw Error(ErrorKind::value, "workspace", "needs " + std::to_string(need) + " bytes (ask " + ask + ")");
+  if (reinterpret_cast<std::uintptr_t>(workspace) % kAlign != 0)
+    throw Error(ErrorKind::value, "workspace", "must be 256-byte aligned device memory");
+}
+
 }  // namespace
 
 Choice select_forward(const AttnParams& p, int device) { return to_choice(select(Pass::forward, p, device)); }
@@ -69,13 +78,11 @@ std::size_t forward_workspace_bytes(const AttnParams& p, int) { return p.cu_seql
 
 void forward(const AttnParams& p, void* workspace, std::size_t workspace_bytes, void* stream, int device) {
   const KernelEntry& e = require(Pass::forward, p, device);
-  if (reinterpret_cast<std::uintptr_t>(workspace) % alignof(int) != 0)
-    throw Error(ErrorKind::value, "workspace", "must be 4-byte aligned device memory");
+  check_workspace(workspace, workspace_bytes, forward_workspace_bytes(p, device), "forward_workspace_bytes");
   DeviceGuard guard(device);
   LaunchArgs a;
   a.stream = static_cast<cudaStream_t>(stream);
-  if (p.cu_seqlens_q != nullptr && workspace != nullptr && workspace_bytes >= sizeof(int))
-    a.tile_counter = static_cast<int*>(workspace);
+  if (p.cu_seqlens_q != nullptr) a.tile_counter = static_cast<int*>(workspace);
   e.launch(p, a);
 }
 
@@ -88,11 +95,7 @@ void backward(const AttnParams& p, void* workspace, std::size_t workspace_bytes,
   const KernelEntry& main = require(Pass::backward, p, device);
   const KernelEntry* dq = p.deterministic ? &require(Pass::backward_dq, p, device) : nullptr;
   const BwdLayout layout = bwd_layout(p, main.head_dim);
-  if (layout.total() > 0 && (workspace == nullptr || workspace_bytes < layout.total()))
-    throw Error(ErrorKind::value, "workspace",
-                "needs " + std::to_string(layout.total()) + " bytes (ask backward_workspace_bytes)");
-  if (reinterpret_cast<std::uintptr_t>(workspace) % kAlign != 0)
-    throw Error(ErrorKind::value, "workspace", "must be 256-byte aligned device memory");
+  check_workspace(workspace, workspace_bytes, layout.total(), "backward_workspace_bytes");
 
   DeviceGuard guard(device);
   const std::int64_t rows = total_q_rows(p);
