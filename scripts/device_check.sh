@@ -4,7 +4,7 @@
 # dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
 # backends; then print a summary table last. Full logs and JSON go to $OUT
 # (default results/device); at most 8 files, so the tool that fetches them gets all.
-#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles fa2lazy knobs pytest profile suite decode probe"
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles fa2lazy knobs sched pytest profile suite decode probe"
 #                         (default: build test sanitize demo bench profile)
 #   FLASHPP_DECODE_ARGS   arguments of the decode step's flashpp_decode_bench (default --quick)
 #   FLASHPP_PROBE         the probe step runs these scripts, in order (default scripts/device_probe.sh)
@@ -12,8 +12,8 @@
 #   FLASHPP_DEVICE_TUNING=1 builds the tile variants of the Hopper forward (FLASHPP_SM90_TUNING)
 #                         and of the FA2-class backward (FLASHPP_SM80_TUNING); the tiles
 #                         and bwdtiles steps test, sanitize and time them
-#   fa2lazy               (tuning build) the FA2-class forward with the lazy O rescale
-#                         (FLASHPP_SM80_FWD_LAZY=1): forward tests and memcheck/racecheck with it
+#   fa2lazy               (tuning build) the FA2-class forward with the lazy O rescale forced
+#                         (FLASHPP_SM80_FWD_LAZY=1; the rule takes it at d 128): forward tests, memcheck/racecheck with it
 #                         forced, then both timed on the forward grid, interleaved
 #   knobs                 the Hopper forward's runtime knobs (FLASHPP_SM90_O_STORE=tma: TMA-store
 #                         epilogue; FLASHPP_SM90_ORDER=snake; FLASHPP_SM90_Q_BUFFERS=2;
@@ -21,6 +21,11 @@
 #                         the sanitizers with all on (every tile variant in a tuning build), then
 #                         all off / each alone / all / the default rule timed on the forward grid
 #                         and on varlen batches, in two interleaved rounds
+#   sched                 the Hopper forward's schedule for masked calls, same binary: the static
+#                         order (FLASHPP_SM90_SCHEDULE=static), dynamic without head groups
+#                         (FLASHPP_SM90_HEAD_GROUP=0) and the default, on the forward grid
+#   FLASHPP_PROFILE_ARGS  bench arguments of the profile step, ";" between sets (default --quick);
+#   FLASHPP_PROFILE_KERNELS kernel name patterns it profiles (default "fwd_kernel bwd_kernel")
 #   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
 #   FLASHPP_SANITIZE_TOOLS compute-sanitizer tools of the sanitize step (default: memcheck racecheck synccheck)
 #   FLASHPP_GRID_PEERS=0  the grid step times ours only (no torch peers)
@@ -160,7 +165,7 @@ fi
 
 if has_step bwdtiles; then
   echo "== FA2-class backward, forced tile variants (tuning build) =="
-  # Variant 1 exists for head dim 64 only (src/cuda/sm80/tile_configs.hpp): the
+  # Variant 1 (the 64-row step) exists for head dim 64 only (src/cuda/sm80/tile_configs.hpp): the
   # backward cases and the sanitizer cases with it forced, then both variants timed
   # back to back on the grid's head dim 64 rows.
   : >"$out/bwdtiles.log"
@@ -226,10 +231,63 @@ PY
   (cd "$out" && tar czf fa2lazy_json.tar.gz fa2lazy?_?.json && rm -f fa2lazy?_?.json)
 fi
 
+all_knobs="FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake FLASHPP_SM90_Q_BUFFERS=2 FLASHPP_SM90_SCHEDULE=dynamic"
+# Same binary, knobs by environment, two interleaved rounds. "off" forces every knob
+# off, each other entry turns one on over it, "default" is the launcher's rule.
+off="FLASHPP_SM90_O_STORE=direct FLASHPP_SM90_ORDER=plain FLASHPP_SM90_Q_BUFFERS=1 FLASHPP_SM90_SCHEDULE=static"
+declare -A knob_env=([off]="$off" [tma]="$off FLASHPP_SM90_O_STORE=tma" [snake]="$off FLASHPP_SM90_ORDER=snake"
+                     [q2]="$off FLASHPP_SM90_Q_BUFFERS=2" [dynamic]="$off FLASHPP_SM90_SCHEDULE=dynamic"
+                     [all]="$all_knobs" [default]=""
+                     [static]="FLASHPP_SM90_SCHEDULE=static" [nogroup]="FLASHPP_SM90_HEAD_GROUP=0")
+# time_knobs PREFIX "BENCH ARGS" BASE NAME...: the runs, then one table of each NAME over BASE.
+time_knobs() {
+  local prefix=$1 args=$2
+  shift 2
+  for round in 1 2; do
+    for k in "$@"; do
+      env ${knob_env[$k]} timeout "$(allow 60)" "$build/tests/cuda/flashpp_cuda_bench" $args --reps 10 \
+        --json "$out/${prefix}_${k}_$round.json" >>"$out/knobs.log" 2>&1
+      note "$prefix $k $round" "rc $?"
+    done
+  done
+  python3 - "$out" "$prefix" "$@" <<'PY' | tee -a "$out/summary.txt"
+import json, os, statistics, sys
+d, prefix, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+runs = {n: [json.load(open(os.path.join(d, f"{prefix}_{n}_{r}.json"))) for r in (1, 2)
+          if os.path.exists(os.path.join(d, f"{prefix}_{n}_{r}.json"))] for n in names}
+base = names[0]
+others = names[1:]
+print(f"\n{prefix}\n")
+print(f"| hdim | N | causal | {base} TF/s | " + " | ".join(f"{n}/{base}" for n in others) + " |")
+print("|---|---|---|---|" + "---|" * len(others))
+for i, row in enumerate(runs[base][0]):
+  med = {n: statistics.median(r[i]["fwd_tflops"] for r in runs[n]) for n in names if runs[n]}
+  cells = " | ".join(f"{med[n] / med[base]:.3f}" if n in med else "-" for n in others)
+  print(f"| {row['hdim']} | {row['seqlen']} | {row['causal']} | {med[base]:.1f} | {cells} |")
+PY
+}
+if has_step sched; then
+  echo "== Hopper forward schedule: static order / dynamic without head groups / default (dynamic, groups) =="
+  : >"$out/knobs.log"
+  # Correctness with small head groups forced (the tests' shapes are too small for
+  # the rule to cut any): the forward cases, then memcheck and racecheck.
+  FLASHPP_SM90_HEAD_GROUP=3 timeout "$(allow 150)" "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 \
+    >>"$out/knobs.log" 2>&1
+  note "groups test" "rc $?; $(grep -E "PASSED|FAILED" "$out/knobs.log" | tail -2 | tr '\n' ' ')"
+  for tool in memcheck racecheck; do
+    FLASHPP_SM90_HEAD_GROUP=2 timeout "$(allow 120)" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$build/tests/cuda/flashpp_cuda_sanitize_cases" >/tmp/flashpp_groups_$tool.log 2>&1
+    rc=$?
+    note "groups $tool" "rc $rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/flashpp_groups_$tool.log | tail -1)"
+    { echo "==== $tool, head groups of 2 (rc $rc) ===="; cat /tmp/flashpp_groups_$tool.log; } >>"$out/knobs.log"
+  done
+  time_knobs sched_grid "--grid --fwd-only" static nogroup default
+  (cd "$out" && tar czf sched_json.tar.gz sched_*_?.json && rm -f sched_*_?.json)
+fi
+
 if has_step knobs; then
   echo "== Hopper forward knobs: TMA-store epilogue, snake tile order, two Q buffers =="
   : >"$out/knobs.log"
-  all_knobs="FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake FLASHPP_SM90_Q_BUFFERS=2 FLASHPP_SM90_SCHEDULE=dynamic"
   variants=default
   [ "${FLASHPP_DEVICE_TUNING:-0}" = 1 ] && variants="0 1 2"
   for v in $variants; do
@@ -247,38 +305,6 @@ if has_step knobs; then
     note "knobs $tool" "rc $rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/flashpp_knobs_$tool.log | tail -1)"
     { echo "==== $tool, knobs on (rc $rc) ===="; cat /tmp/flashpp_knobs_$tool.log; } >>"$out/knobs.log"
   done
-  # Same binary, knobs by environment, two interleaved rounds. "off" forces every knob
-  # off, each other entry turns one on over it, "default" is the launcher's rule.
-  off="FLASHPP_SM90_O_STORE=direct FLASHPP_SM90_ORDER=plain FLASHPP_SM90_Q_BUFFERS=1 FLASHPP_SM90_SCHEDULE=static"
-  declare -A knob_env=([off]="$off" [tma]="$off FLASHPP_SM90_O_STORE=tma" [snake]="$off FLASHPP_SM90_ORDER=snake"
-                       [q2]="$off FLASHPP_SM90_Q_BUFFERS=2" [dynamic]="$off FLASHPP_SM90_SCHEDULE=dynamic"
-                       [all]="$all_knobs" [default]="")
-  # time_knobs PREFIX "BENCH ARGS" NAME...: the runs, then one table of each NAME over "off".
-  time_knobs() {
-    local prefix=$1 args=$2
-    shift 2
-    for round in 1 2; do
-      for k in "$@"; do
-        env ${knob_env[$k]} timeout "$(allow 60)" "$build/tests/cuda/flashpp_cuda_bench" $args --reps 10 \
-          --json "$out/${prefix}_${k}_$round.json" >>"$out/knobs.log" 2>&1
-        note "$prefix $k $round" "rc $?"
-      done
-    done
-    python3 - "$out" "$prefix" "$@" <<'PY' | tee -a "$out/summary.txt"
-import json, os, statistics, sys
-d, prefix, names = sys.argv[1], sys.argv[2], sys.argv[3:]
-runs = {n: [json.load(open(os.path.join(d, f"{prefix}_{n}_{r}.json"))) for r in (1, 2)
-            if os.path.exists(os.path.join(d, f"{prefix}_{n}_{r}.json"))] for n in names}
-others = [n for n in names if n != "off"]
-print(f"\n{prefix}\n")
-print("| hdim | N | causal | off TF/s | " + " | ".join(f"{n}/off" for n in others) + " |")
-print("|---|---|---|---|" + "---|" * len(others))
-for i, row in enumerate(runs["off"][0]):
-    med = {n: statistics.median(r[i]["fwd_tflops"] for r in runs[n]) for n in names if runs[n]}
-    cells = " | ".join(f"{med[n] / med['off']:.3f}" if n in med else "-" for n in others)
-    print(f"| {row['hdim']} | {row['seqlen']} | {row['causal']} | {med['off']:.1f} | {cells} |")
-PY
-  }
   time_knobs knobs_grid "--grid --fwd-only" off tma snake q2 all default
   time_knobs knobs_varlen "--varlen" off dynamic all default
   (cd "$out" && tar czf knobs_json.tar.gz knobs_*_?.json && rm -f knobs_*_?.json)
@@ -297,14 +323,18 @@ if has_step pytest; then
 fi
 
 if has_step profile; then
-  echo "== profile (ncu, hdim 128, N 4K) =="
-  # One launch of each main kernel with the sections that say where time goes.
-  for k in fwd_kernel bwd_kernel; do
-    timeout "$(allow 90)" ncu --clock-control none -k "regex:${k}" -c 1 --section SpeedOfLight \
-      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats \
-      --section WarpStateStats --section Occupancy --section LaunchStats \
-      "$build/tests/cuda/flashpp_cuda_bench" --quick --reps 1 >>"$out/profile.txt" 2>&1
-    note "ncu $k" "rc $?"
+  # One launch of each named kernel with the sections that say where time goes, once
+  # per bench argument set (separated by ";").
+  IFS=';' read -r -a pargs <<<"${FLASHPP_PROFILE_ARGS:---quick}"
+  for a in "${pargs[@]}"; do
+    for k in ${FLASHPP_PROFILE_KERNELS:-fwd_kernel bwd_kernel}; do
+      echo "== profile (ncu) $k, bench $a ==" | tee -a "$out/profile.txt"
+      timeout "$(allow 90)" ncu --clock-control none -k "regex:${k}" -c 1 --section SpeedOfLight \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+        --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats \
+        "$build/tests/cuda/flashpp_cuda_bench" $a --reps 1 >>"$out/profile.txt" 2>&1
+      note "ncu $k ($a)" "rc $?"
+    done
   done
 fi
 

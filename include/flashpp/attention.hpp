@@ -19,9 +19,11 @@
 
 namespace flashpp {
 
-// Scratch bytes forward() needs for these arguments: 0 for most configs; on a
-// CUDA device 256 for varlen batches (a counter of the Hopper kernel's dynamic
-// tile schedule, zeroed by each call on its stream).
+// Scratch bytes forward() can use for these arguments: 0 for most configs; on a
+// CUDA device 256 for varlen batches and for causal or windowed masks (a counter
+// of the Hopper kernel's dynamic tile schedule, zeroed by each call on its
+// stream). Varlen batches require it; masked fixed-length calls run without it,
+// on a static tile order that is slower for many short rows.
 std::size_t forward_workspace_bytes(const TensorView& q, const TensorView& k, const TensorView& v,
                                     const AttentionOptions& opts = {});
 

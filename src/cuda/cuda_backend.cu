@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/mask.hpp"
 #include "cuda/check.hpp"
 #include "cuda/registry.hpp"
 #include "cuda/sm80/bwd_prep.hpp"
@@ -72,17 +73,23 @@ Choice select_backward(const AttnParams& p, int device) {
   return to_choice(s);
 }
 
-// Forward workspace: varlen batches get one aligned block for the Hopper kernel's
-// dynamic-schedule tile counter (sm90/tile_queue.cuh); fixed-length ones none.
-std::size_t forward_workspace_bytes(const AttnParams& p, int) { return p.cu_seqlens_q != nullptr ? kAlign : 0; }
+// Forward workspace: one aligned block for the Hopper kernel's dynamic-schedule
+// tile counter (sm90/tile_queue.cuh). Varlen batches must have it; causal or
+// windowed ones use it when given (a claimed, L2-grouped tile order) and take the
+// static order without it; unmasked fixed-length ones need none.
+std::size_t forward_workspace_bytes(const AttnParams& p, int) {
+  return p.cu_seqlens_q != nullptr || has_window(p.window_left, p.window_right) ? kAlign : 0;
+}
 
 void forward(const AttnParams& p, void* workspace, std::size_t workspace_bytes, void* stream, int device) {
   const KernelEntry& e = require(Pass::forward, p, device);
-  check_workspace(workspace, workspace_bytes, forward_workspace_bytes(p, device), "forward_workspace_bytes");
+  const std::size_t required = p.cu_seqlens_q != nullptr ? kAlign : 0;
+  check_workspace(workspace, workspace_bytes, required, "forward_workspace_bytes");
   DeviceGuard guard(device);
   LaunchArgs a;
   a.stream = static_cast<cudaStream_t>(stream);
-  if (p.cu_seqlens_q != nullptr) a.tile_counter = static_cast<int*>(workspace);
+  if (workspace != nullptr && workspace_bytes >= kAlign && forward_workspace_bytes(p, device) > 0)
+    a.tile_counter = static_cast<int*>(workspace);
   e.launch(p, a);
 }
 

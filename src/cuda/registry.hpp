@@ -20,7 +20,7 @@ const char* pass_name(Pass pass);
 struct LaunchArgs {
   cudaStream_t stream = nullptr;
   sm80::BwdArgs bwd;           // backward passes only
-  int* tile_counter = nullptr;  // forward, varlen: workspace for the Hopper kernel's dynamic schedule
+  int* tile_counter = nullptr;  // forward (varlen, masked): workspace for the Hopper kernel's dynamic schedule
 };
 
 struct KernelEntry {

@@ -21,18 +21,24 @@ inline constexpr bool kTuningBuild = true;
 inline constexpr bool kTuningBuild = false;
 #endif
 
-// Tuning builds also compile the forward with the lazy O rescale, which
-// FLASHPP_SM80_FWD_LAZY=1 picks per call.
-template <typename T, int D>
-void launch_fwd(const AttnParams& p, const LaunchArgs& a) {
+// The forward's rescale flavour for this call: the head dim's rule, or what
+// FLASHPP_SM80_FWD_LAZY=0|1 forces in a tuning build (which compiles both).
+template <typename T, int D, bool Lazy>
+void launch_fwd_kernel(const AttnParams& p, const LaunchArgs& a) {
   constexpr FwdTiles t = fwd_tiles(D);
   const dim3 grid(blocks(p.seqlen_q, t.block_m), p.heads_q, p.batch);
+  launch_kernel(fwd_kernel<T, D, Lazy>, grid, t.warps * 32, sizeof(FwdSmem<D>), a.stream,
+                Lazy ? "forward kernel (lazy rescale)" : "forward kernel", p);
+}
+
+template <typename T, int D>
+void launch_fwd(const AttnParams& p, const LaunchArgs& a) {
+  constexpr bool kRule = fwd_lazy_rescale(D);
   if constexpr (kTuningBuild) {
-    if (forced_variant("FLASHPP_SM80_FWD_LAZY", 2) == 1)
-      return launch_kernel(fwd_kernel<T, D, true>, grid, t.warps * 32, sizeof(FwdSmem<D>), a.stream,
-                           "forward kernel (lazy rescale)", p);
+    const int forced = forced_variant("FLASHPP_SM80_FWD_LAZY", 2);
+    if (forced >= 0 && (forced == 1) != kRule) return launch_fwd_kernel<T, D, !kRule>(p, a);
   }
-  launch_kernel(fwd_kernel<T, D>, grid, t.warps * 32, sizeof(FwdSmem<D>), a.stream, "forward kernel", p);
+  launch_fwd_kernel<T, D, kRule>(p, a);
 }
 
 // Backward variants a build compiles: variant 0, and in tuning builds every
@@ -75,7 +81,9 @@ void launch_bwd_dq(const AttnParams& p, const LaunchArgs& a) {
 }
 
 template <typename T, int D>
-cudaError_t fwd_attributes(cudaFuncAttributes* attr) { return cudaFuncGetAttributes(attr, fwd_kernel<T, D>); }
+cudaError_t fwd_attributes(cudaFuncAttributes* attr) {
+  return cudaFuncGetAttributes(attr, fwd_kernel<T, D, fwd_lazy_rescale(D)>);
+}
 template <typename T, int D>
 cudaError_t bwd_attributes(cudaFuncAttributes* attr) { return cudaFuncGetAttributes(attr, bwd_kernel<T, D>); }
 template <typename T, int D>

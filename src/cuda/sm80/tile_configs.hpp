@@ -39,6 +39,13 @@ constexpr FwdTiles fwd_tiles(int d) {
   }
 }
 
+// Whether the forward skips the O rescale while no row max has grown past the
+// online softmax's slack (OnlineSoftmax::update_lazy). Same-run on an H100 it won
+// 5-10% at head dim 128 without a mask (0-7% causal) and lost 2-8% at 64 and 256,
+// where the warp-wide test costs more than the rescales it saves (docs/tuning.md);
+// 96 and 192 are unmeasured and keep the plain update.
+constexpr bool fwd_lazy_rescale(int d) { return d == 128; }
+
 // Q tile plus double-buffered K and V tiles.
 constexpr std::size_t fwd_smem_bytes(const FwdTiles& t) {
   return std::size_t(2) * t.head_dim * (t.block_m + 2 * 2 * t.block_n);
@@ -73,21 +80,23 @@ struct BwdTiles {
 // Variants: 0 is what the library runs. Tuning builds (-DFLASHPP_SM80_TUNING=ON)
 // also compile variant 1 where a head dim has one, and FLASHPP_SM80_BWD_TILES=1
 // forces it, so one benchmark run can compare both on the same inputs.
-//  - head dim 64, variant 1: 128 query rows per step (FA2's shape for d = 64). The
-//    per-step barriers, the LSE/D loads and the loop overhead are shared by twice the
-//    FLOPs; the cost is a 64-float S^T/dP^T share per thread (255 registers).
+//  - head dim 64 takes 128 query rows per step (FA2's shape for d = 64): the
+//    per-step barriers, the LSE/D loads and the loop overhead are shared by twice
+//    the FLOPs, at the cost of a 64-float S^T/dP^T share per thread (255 registers).
+//    Same-run on an H100 it beat the 64-row step by 2.5-11% on every grid config
+//    (docs/tuning.md); the 64-row step stays as variant 1 for comparison.
 inline constexpr int kBwdVariants = 2;
 
 constexpr BwdTiles bwd_tiles(int d, int variant = 0) {
   if (variant == 1) {
     switch (d) {
-      case 64: return {64, 128, 128, 8, 4, 4, 4};
+      case 64: return {64, 64, 128, 8, 4, 4, 2};
       default: return {0, 0, 0, 0, 1, 1, 1};
     }
   }
   switch (d) {
     case 32: return {32, 64, 128, 8, 4, 4, 4};
-    case 64: return {64, 64, 128, 8, 4, 4, 2};
+    case 64: return {64, 128, 128, 8, 4, 4, 4};
     case 96: return {96, 64, 128, 8, 4, 4, 4};
     case 128: return {128, 64, 128, 8, 4, 4, 2};
     case 192: return {192, 64, 64, 8, 2, 2, 2};

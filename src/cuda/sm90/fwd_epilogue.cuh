@@ -26,6 +26,7 @@ struct FwdKnobs {
   // Dynamic schedule (tile_queue.cuh): a zeroed counter in the caller's
   // workspace from which blocks claim tiles; null for the static order.
   int* tile_counter = nullptr;
+  int head_group = 0;  // (batch, head) pairs per head group of a masked order (tile_order.cuh)
 };
 
 // Writes this thread's share of O (rows 16 * warp .. + 15 of consumer c, all D

@@ -125,7 +125,7 @@ __device__ __forceinline__ TileWork tile_work(const AttnParams& p, const TileOrd
 // consumers of the wide tiles have no registers to spare for it.
 __device__ __forceinline__ bool consumer_tile(const AttnParams& p, const FwdKnobs& knobs, const TileQueue& queue,
                                               int round, bool leader, int bm, int bn, TileWork& w) {
-  const TileOrder order = TileOrder::make(p, bm, knobs.snake != 0);
+  const TileOrder order = TileOrder::make(p, bm, knobs.snake != 0, knobs.head_group);
   int tile;
   if (knobs.tile_counter != nullptr) {
     tile = queue.pop(std::uint32_t(round), leader);
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
       RingPos<ST> ring;
       std::uint32_t q_iter = 0;
       for (int round = 0;; ++round) {
-        const TileOrder order = TileOrder::make(p, BM, knobs.snake != 0);
+        const TileOrder order = TileOrder::make(p, BM, knobs.snake != 0, knobs.head_group);
         const int tile = dynamic ? claimed : order.tile_of(round, int(blockIdx.x), int(gridDim.x));
         if (tile >= order.count) {
           if (dynamic) queue.push(pushed, -1);

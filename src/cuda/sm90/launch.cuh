@@ -24,29 +24,55 @@ inline int multiprocessors() {
   return sms;
 }
 
+// L2 bytes of the current device (head groups keep their K/V within half of it:
+// the rest holds the Q and O streams, and on H100/H200 each half of the L2 serves
+// its own half of the SMs).
+inline long long l2_bytes() {
+  int device = 0, bytes = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute");
+  return bytes;
+}
+
 // The launch's runtime choices (fwd_epilogue.cuh). Defaults from the same-run
 // A/B on an H100 (docs/hopper_forward.md, "Runtime knobs"):
 //  - TMA-store epilogue for head dims from 128 on the narrow tiles (variant 0):
 //    +2-20% at 512-2K keys; at head dim 64 and on the wide tiles it lost up to 5%;
 //  - snake rounds for masked orders: causal +6-21% from 4K keys, unmasked neutral;
-//  - dynamic schedule for varlen batches: +2-40% on the --varlen batches;
+//  - dynamic schedule for varlen batches: +2-40% on the --varlen batches, and for
+//    masked ones when the caller passed the workspace (forward_workspace_bytes),
+//    with head groups (tile_order.cuh) where the rule cuts them;
 //  - one Q buffer: the second lost 0-5% (predicted a gain; see the doc).
 // The environment overrides each per call, so one process can compare them:
 // FLASHPP_SM90_O_STORE=tma|direct, FLASHPP_SM90_ORDER=snake|plain,
-// FLASHPP_SM90_SCHEDULE=dynamic|static, FLASHPP_SM90_Q_BUFFERS=2|1.
+// FLASHPP_SM90_SCHEDULE=dynamic|static, FLASHPP_SM90_Q_BUFFERS=2|1,
+// FLASHPP_SM90_HEAD_GROUP=<pairs per group, 0 = none>.
 inline int env_choice(const char* name, std::string_view on, std::string_view off, bool fallback) {
   const char* v = std::getenv(name);
   if (v != nullptr && on == v) return 1;
   if (v != nullptr && off == v) return 0;
   return fallback ? 1 : 0;
 }
-inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a, const FwdTiles& t, int variant) {
+inline int env_count(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return *end == '\0' && n >= 0 && n <= (1 << 20) ? int(n) : fallback;
+}
+inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a, const FwdTiles& t, int variant, int grid) {
   FwdKnobs k;
-  if (env_choice("FLASHPP_SM90_SCHEDULE", "dynamic", "static", true)) k.tile_counter = a.tile_counter;
+  const bool masked = has_window(p.window_left, p.window_right);
+  if (env_choice("FLASHPP_SM90_SCHEDULE", "dynamic", "static", p.cu_seqlens_q != nullptr || masked))
+    k.tile_counter = a.tile_counter;
   k.o_tma = env_choice("FLASHPP_SM90_O_STORE", "tma", "direct", t.head_dim >= 128 && variant == 0) &&
             o_store_problem(p).empty();
-  k.snake = env_choice("FLASHPP_SM90_ORDER", "snake", "plain", has_window(p.window_left, p.window_right));
+  k.snake = env_choice("FLASHPP_SM90_ORDER", "snake", "plain", masked);
   k.q_double = env_choice("FLASHPP_SM90_Q_BUFFERS", "2", "1", false);
+  // Groups break the longest-first order the static rounds rely on: by rule only
+  // with the dynamic schedule.
+  const int rule = k.tile_counter != nullptr ? head_group_rule(p, grid, l2_bytes() / 2) : 0;
+  k.head_group = env_count("FLASHPP_SM90_HEAD_GROUP", rule);
   return k;
 }
 
@@ -55,13 +81,13 @@ void launch_fwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   constexpr FwdTiles t = fwd_tiles(D, V);
   const TileOrder order = TileOrder::make(p, t.block_m);
   if (order.count == 0) return;
-  const FwdKnobs knobs = fwd_knobs(p, a, t, V);
+  const unsigned grid = unsigned(std::min(order.count, multiprocessors()));
+  const FwdKnobs knobs = fwd_knobs(p, a, t, V, int(grid));
   FwdMaps maps = encode_fwd_maps(p, t.block_m, t.block_n);
   if (knobs.o_tma != 0) encode_o_map(p, &maps.o);
   // The counter starts at zero each call (a memset node under graph capture).
   if (knobs.tile_counter != nullptr)
     check_cuda(cudaMemsetAsync(knobs.tile_counter, 0, sizeof(int), a.stream), "cudaMemsetAsync(tile counter)");
-  const unsigned grid = unsigned(std::min(order.count, multiprocessors()));
   launch_kernel(fwd_kernel<T, D, V>, dim3(grid), fwd_threads(t), fwd_launch_smem(t, knobs.o_tma != 0), a.stream,
                 "Hopper forward kernel", p, maps, knobs);
 }

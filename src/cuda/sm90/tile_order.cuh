@@ -20,6 +20,16 @@
 // every round and the last block the shortest, so the spread between blocks grows
 // with the number of rounds (up to one whole query row of key tiles at causal
 // 1K-2K); alternating the direction bounds it by one round's spread.
+// Head groups (an option, masked orders): the (batch, head) pairs are cut into
+// groups of `group` and the order above runs group by group (all of group 0's
+// tiles, longest first, then group 1's, ...). With many short rows (causal
+// 512-2K keys: 128-1024 (batch, head) pairs) one step of the plain order is one
+// query block of ~grid different heads: no two running tiles share K/V, and by
+// the time the next query block of a head comes, its K/V has left L2, so every
+// tile re-reads its keys from HBM. A group whose K/V fits in L2 keeps the reads of
+// its query blocks in L2. Groups break the global longest-first order, which the
+// static rounds need to stay even, so the launcher pairs them with the dynamic
+// schedule (tile_queue.cuh), whose greedy claims stay even on the sawtooth.
 #include "common/mask.hpp"
 #include "common/params.hpp"
 
@@ -36,8 +46,9 @@ struct TileOrder {
   int count = 0;     // tiles in all
   bool block_major = false;
   bool snake = false;
+  int group = 0;     // (batch, head) pairs per head group; 0 = one group (masked orders only)
 
-  FLASHPP_HD static TileOrder make(const AttnParams& p, int block_m, bool snake_rounds = false) {
+  FLASHPP_HD static TileOrder make(const AttnParams& p, int block_m, bool snake_rounds = false, int head_group = 0) {
     TileOrder o;
     o.snake = snake_rounds;
     o.m_blocks = (p.seqlen_q + block_m - 1) / block_m;
@@ -45,6 +56,7 @@ struct TileOrder {
     o.heads_batch = p.heads_q * p.batch;
     o.count = o.m_blocks * o.heads_batch;
     o.block_major = has_window(p.window_left, p.window_right);
+    o.group = o.block_major && head_group > 0 && head_group < o.heads_batch ? head_group : 0;
     return o;
   }
 
@@ -57,8 +69,16 @@ struct TileOrder {
   FLASHPP_HD TileCoord at(int tile) const {
     int bh, m;
     if (block_major) {
-      const int step = tile / heads_batch;
-      bh = tile - step * heads_batch;
+      // The group of the tile, its first pair and size (the last may be smaller).
+      int first = 0, size = heads_batch, local = tile;
+      if (group > 0) {
+        const int g = tile / (group * m_blocks);
+        first = g * group;
+        local = tile - first * m_blocks;
+        size = heads_batch - first < group ? heads_batch - first : group;
+      }
+      const int step = local / size;
+      bh = first + local - step * size;
       m = m_blocks - 1 - step;
     } else {
       bh = tile / m_blocks;
@@ -67,5 +87,25 @@ struct TileOrder {
     return {m, bh % heads, bh / heads};
   }
 };
+
+// The head-group rule (host): (batch, head) pairs per group of a masked order,
+// 0 for none. Groups are cut where the plain order would run fewer than
+// kSharedTiles tiles of one head at a time (grid / pairs; with more, the running
+// tiles of a head already read its K/V together) and all heads' K/V exceed
+// `l2_budget` bytes; each group's K/V then fits in the budget, and the groups
+// are made as even as their count allows (a small last group would start its
+// long tiles late). K/V bytes of a pair: its keys times both head dims, shared by
+// the gqa_ratio query heads of one KV head (adjacent in the order).
+inline constexpr int kSharedTiles = 4;
+inline int head_group_rule(const AttnParams& p, int grid, long long l2_budget) {
+  const int pairs = p.batch * p.heads_q;
+  if (!has_window(p.window_left, p.window_right) || pairs * kSharedTiles <= grid) return 0;
+  const long long bytes = static_cast<long long>(p.seqlen_k) * (p.head_dim + p.head_dim_v) * 2 / p.gqa_ratio;
+  if (bytes <= 0 || bytes * pairs <= l2_budget) return 0;
+  const long long fit = l2_budget / bytes;
+  const int size = fit < 1 ? 1 : static_cast<int>(fit);
+  const int groups = (pairs + size - 1) / size;
+  return (pairs + groups - 1) / groups;
+}
 
 }  // namespace flashpp::cuda::sm90
