@@ -23,7 +23,8 @@
 #                         and on varlen batches, in two interleaved rounds
 #   sched                 the Hopper forward's schedule for masked calls, same binary: the static
 #                         order (FLASHPP_SM90_SCHEDULE=static), dynamic without head groups
-#                         (FLASHPP_SM90_HEAD_GROUP=0) and the default, on the forward grid
+#                         (FLASHPP_SM90_HEAD_GROUP=0) and the default, on the forward grid and
+#                         the varlen batches
 #   FLASHPP_PROFILE_ARGS  bench arguments of the profile step, ";" between sets (default --quick);
 #   FLASHPP_PROFILE_KERNELS kernel name patterns it profiles (default "fwd_kernel bwd_kernel")
 #   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
@@ -282,6 +283,7 @@ if has_step sched; then
     { echo "==== $tool, head groups of 2 (rc $rc) ===="; cat /tmp/flashpp_groups_$tool.log; } >>"$out/knobs.log"
   done
   time_knobs sched_grid "--grid --fwd-only" static nogroup default
+  time_knobs sched_varlen "--varlen" static nogroup default
   (cd "$out" && tar czf sched_json.tar.gz sched_*_?.json && rm -f sched_*_?.json)
 fi
 

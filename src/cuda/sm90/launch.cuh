@@ -39,9 +39,11 @@ inline long long l2_bytes() {
 //  - TMA-store epilogue for head dims from 128 on the narrow tiles (variant 0):
 //    +2-20% at 512-2K keys; at head dim 64 and on the wide tiles it lost up to 5%;
 //  - snake rounds for masked orders: causal +6-21% from 4K keys, unmasked neutral;
-//  - dynamic schedule for varlen batches: +2-40% on the --varlen batches, and for
-//    masked ones when the caller passed the workspace (forward_workspace_bytes),
-//    with head groups (tile_order.cuh) where the rule cuts them;
+//  - dynamic schedule for varlen batches: +2-40% on the --varlen batches; and for
+//    masked ones from head dim 128 when the caller passed the workspace
+//    (forward_workspace_bytes), with head groups (tile_order.cuh) where the rule
+//    cuts them: causal +26-33% at 512-2K keys (d 128; d 256 at 512-1K), within
+//    +-3% elsewhere; at head dim 64 it lost 0-3% and the static order stays;
 //  - one Q buffer: the second lost 0-5% (predicted a gain; see the doc).
 // The environment overrides each per call, so one process can compare them:
 // FLASHPP_SM90_O_STORE=tma|direct, FLASHPP_SM90_ORDER=snake|plain,
@@ -63,7 +65,8 @@ inline int env_count(const char* name, int fallback) {
 inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a, const FwdTiles& t, int variant, int grid) {
   FwdKnobs k;
   const bool masked = has_window(p.window_left, p.window_right);
-  if (env_choice("FLASHPP_SM90_SCHEDULE", "dynamic", "static", p.cu_seqlens_q != nullptr || masked))
+  const bool claim = p.cu_seqlens_q != nullptr || (masked && t.head_dim >= 128);
+  if (env_choice("FLASHPP_SM90_SCHEDULE", "dynamic", "static", claim))
     k.tile_counter = a.tile_counter;
   k.o_tma = env_choice("FLASHPP_SM90_O_STORE", "tma", "direct", t.head_dim >= 128 && variant == 0) &&
             o_store_problem(p).empty();
