@@ -144,12 +144,12 @@ AttentionOptions DeviceCase::options(void* stream) const {
   return o;
 }
 
-void DeviceCase::run_forward(void* stream) {
+void DeviceCase::run_forward(void* stream, bool with_workspace) {
   const AttentionOptions o = options(stream);
   const std::size_t ws = forward_workspace_bytes(view(Role::q), view(Role::k), view(Role::v), o);
   if (workspace_.bytes() < ws) workspace_ = DeviceBuffer(ws);
-  forward(view(Role::q), view(Role::k), view(Role::v), view(Role::out), view(Role::lse), o,
-          {workspace_.get(), workspace_.bytes()});
+  const Workspace given = with_workspace ? Workspace{workspace_.get(), workspace_.bytes()} : Workspace{};
+  forward(view(Role::q), view(Role::k), view(Role::v), view(Role::out), view(Role::lse), o, given);
 }
 
 void DeviceCase::run_backward(void* stream) {

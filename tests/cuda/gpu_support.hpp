@@ -63,7 +63,9 @@ std::size_t free_device_memory();  // also surfaces asynchronous kernel errors a
 class DeviceCase {
  public:
   DeviceCase(const AttnCase& c, AttnTensors& host);
-  void run_forward(void* stream = nullptr);
+  // with_workspace = false passes none (fixed-length masked calls then take the
+  // Hopper forward's static tile order instead of the claimed one).
+  void run_forward(void* stream = nullptr, bool with_workspace = true);
   void run_backward(void* stream = nullptr);
   void download();        // device storages -> host tensors
   void upload_outputs();  // host (re-poisoned) outputs -> device
