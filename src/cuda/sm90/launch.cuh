@@ -39,11 +39,12 @@ inline long long l2_bytes() {
 //  - TMA-store epilogue for head dims from 128 on the narrow tiles (variant 0):
 //    +2-20% at 512-2K keys; at head dim 64 and on the wide tiles it lost up to 5%;
 //  - snake rounds for masked orders: causal +6-21% from 4K keys, unmasked neutral;
-//  - dynamic schedule for varlen batches: +2-40% on the --varlen batches; and for
-//    masked ones from head dim 128 when the caller passed the workspace
-//    (forward_workspace_bytes), with head groups (tile_order.cuh) where the rule
-//    cuts them: causal +26-33% at 512-2K keys (d 128; d 256 at 512-1K), within
-//    +-3% elsewhere; at head dim 64 it lost 0-3% and the static order stays;
+//  - dynamic schedule for varlen batches (+2-40% on the --varlen batches; with
+//    head groups by rule, tile_order.cuh, causal d 128 +5-20% more), and for
+//    masked ones from head dim 128 where the rule cuts head groups, when the caller
+//    passed the workspace (forward_workspace_bytes): causal +25-33% at 512-2K
+//    keys (d 128; d 256 at 512-1K), +1-6% at d 128 4K; at head dim 64 groups did
+//    nothing and the static order stays;
 //  - one Q buffer: the second lost 0-5% (predicted a gain; see the doc).
 // The environment overrides each per call, so one process can compare them:
 // FLASHPP_SM90_O_STORE=tma|direct, FLASHPP_SM90_ORDER=snake|plain,
@@ -65,8 +66,14 @@ inline int env_count(const char* name, int fallback) {
 inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a, const FwdTiles& t, int variant, int grid) {
   FwdKnobs k;
   const bool masked = has_window(p.window_left, p.window_right);
-  const bool claim = p.cu_seqlens_q != nullptr || (masked && t.head_dim >= 128);
-  if (env_choice("FLASHPP_SM90_SCHEDULE", "dynamic", "static", claim))
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  // Head groups by rule for varlen batches and masked calls from head dim 128
+  // (when there is a counter to claim with); masked calls claim tiles only where
+  // the rule cuts groups: the claimed order alone was 0.97-1.03 of the static one.
+  const int groups = a.tile_counter != nullptr && (varlen || (masked && t.head_dim >= 128))
+                         ? head_group_rule(p, grid, l2_bytes() / 2)
+                         : 0;
+  if (env_choice("FLASHPP_SM90_SCHEDULE", "dynamic", "static", varlen || groups > 0))
     k.tile_counter = a.tile_counter;
   k.o_tma = env_choice("FLASHPP_SM90_O_STORE", "tma", "direct", t.head_dim >= 128 && variant == 0) &&
             o_store_problem(p).empty();
@@ -74,8 +81,7 @@ inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a, const FwdTil
   k.q_double = env_choice("FLASHPP_SM90_Q_BUFFERS", "2", "1", false);
   // Groups break the longest-first order the static rounds rely on: by rule only
   // with the dynamic schedule.
-  const int rule = k.tile_counter != nullptr ? head_group_rule(p, grid, l2_bytes() / 2) : 0;
-  k.head_group = env_count("FLASHPP_SM90_HEAD_GROUP", rule);
+  k.head_group = env_count("FLASHPP_SM90_HEAD_GROUP", k.tile_counter != nullptr ? groups : 0);
   return k;
 }
 
