@@ -101,11 +101,11 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
     const int h = hk * p.gqa_ratio + i / n_m;
     const int m0 = (m_lo + i % n_m) * BM;
     const int rows = min(BM, seq.len_q - m0);
-    copy_tile_async<QTile, THREADS>(q_s + stage * QTile::kBytes,
+    copy_tile_async<QTile, THREADS, true>(q_s + stage * QTile::kBytes,
                                     static_cast<const T*>(p.q) + b * p.q_batch_stride +
                                         (seq.q0 + m0) * p.q_row_stride + std::int64_t(h) * p.q_head_stride,
                                     p.q_row_stride, rows, p.head_dim, tid);
-    copy_tile_async<QTile, THREADS>(do_s + stage * QTile::kBytes,
+    copy_tile_async<QTile, THREADS, true>(do_s + stage * QTile::kBytes,
                                     static_cast<const T*>(p.dout) + b * p.do_batch_stride +
                                         (seq.q0 + m0) * p.do_row_stride + std::int64_t(h) * p.do_head_stride,
                                     p.do_row_stride, rows, p.head_dim_v, tid);
@@ -209,20 +209,31 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
       float dq[MC][NC][4];
       zero(dq);
       gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NC, BN / 16>(dq, dst_s, qc * QC, 0, k_s, dc * DC, 0, lane);
+      // Unconditional reductions: a bounds check around each one compiles to a
+      // branch with its own reconvergence point (32 per step at head dim 256). Full
+      // steps need no check; on a partial one, rows past its end and columns past
+      // the head dim add zeros (to its first row; the workspace is D columns wide).
+      auto reduce = [&](auto checked) {
 #pragma unroll
-      for (int mt = 0; mt < MC; ++mt)
+        for (int mt = 0; mt < MC; ++mt)
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int r = qc * QC + mt * 16 + g + 8 * hh;
-          if (r < rows) {
-            float* acc_row = a.dq_accum + (seq.q_global0 + m0 + r) * a.dq_accum_row_stride + std::int64_t(h) * D;
+          for (int hh = 0; hh < 2; ++hh) {
+            const int r = qc * QC + mt * 16 + g + 8 * hh;
+            const bool row_ok = !decltype(checked)::value || r < rows;
+            float* acc_row =
+                a.dq_accum + (seq.q_global0 + m0 + (row_ok ? r : 0)) * a.dq_accum_row_stride + std::int64_t(h) * D;
 #pragma unroll
             for (int nt = 0; nt < NC; ++nt) {
               const int col = dc * DC + nt * 8 + 2 * t4;
-              if (col < p.head_dim) ptx::red_add_v2_f32(acc_row + col, dq[mt][nt][2 * hh], dq[mt][nt][2 * hh + 1]);
+              const bool ok = row_ok && (!decltype(checked)::value || col < p.head_dim);
+              ptx::red_add_v2_f32(acc_row + col, ok ? dq[mt][nt][2 * hh] : 0.f, ok ? dq[mt][nt][2 * hh + 1] : 0.f);
             }
           }
-        }
+      };
+      if (rows == BM && p.head_dim == D)
+        reduce(std::false_type{});
+      else
+        reduce(std::true_type{});
     }
   }
 
