@@ -53,6 +53,28 @@ allow() {
   ((left < $1)) && echo $((left > 0 ? left : 1)) || echo "$1"
 }
 
+# A setting forced through the environment, checked before it is timed:
+# test_forced LABEL LOG TEST [VAR=VALUE...]: a test binary with it, noted, output to LOG;
+# sanitize_forced LABEL LOG DESC "TOOLS" [VAR=VALUE...]: the sanitize cases under each tool.
+test_forced() {
+  local label=$1 log=$2 bin=$3
+  shift 3
+  env "$@" timeout "$(allow 150)" "$build/tests/cuda/$bin" --gtest_brief=1 >>"$log" 2>&1
+  note "$label" "rc $?; $(grep -E "PASSED|FAILED" "$log" | tail -2 | tr '\n' ' ')"
+}
+sanitize_forced() {
+  local label=$1 log=$2 desc=$3 tools=$4 tool rc
+  shift 4
+  for tool in $tools; do
+    local tmp="/tmp/flashpp_${label// /_}_$tool.log"
+    env "$@" timeout "$(allow 150)" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$build/tests/cuda/flashpp_cuda_sanitize_cases" >"$tmp" 2>&1
+    rc=$?
+    note "$label $tool" "rc $rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$tmp" | tail -1)"
+    { echo "==== $tool, $desc (rc $rc) ===="; cat "$tmp"; } >>"$log"
+  done
+}
+
 echo "== device =="
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 | tee "$out/summary.txt"
 
@@ -170,16 +192,8 @@ if has_step bwdtiles; then
   # backward cases and the sanitizer cases with it forced, then both variants timed
   # back to back on the grid's head dim 64 rows.
   : >"$out/bwdtiles.log"
-  FLASHPP_SM80_BWD_TILES=1 timeout "$(allow 150)" "$build/tests/cuda/test_cuda_backward" --gtest_brief=1 \
-    >>"$out/bwdtiles.log" 2>&1
-  note "bwd tiles test" "rc $?; $(grep -E "PASSED|FAILED" "$out/bwdtiles.log" | tail -2 | tr '\n' ' ')"
-  for tool in memcheck racecheck; do
-    FLASHPP_SM80_BWD_TILES=1 timeout "$(allow 150)" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$build/tests/cuda/flashpp_cuda_sanitize_cases" >/tmp/flashpp_bwdtiles_$tool.log 2>&1
-    rc=$?
-    note "bwd tiles $tool" "rc $rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/flashpp_bwdtiles_$tool.log | tail -1)"
-    { echo "==== $tool, variant 1 (rc $rc) ===="; cat /tmp/flashpp_bwdtiles_$tool.log; } >>"$out/bwdtiles.log"
-  done
+  test_forced "bwd tiles test" "$out/bwdtiles.log" test_cuda_backward FLASHPP_SM80_BWD_TILES=1
+  sanitize_forced "bwd tiles" "$out/bwdtiles.log" "variant 1" "memcheck racecheck" FLASHPP_SM80_BWD_TILES=1
   for v in 0 1 0 1; do
     FLASHPP_SM80_BWD_TILES=$v timeout "$(allow 100)" "$build/tests/cuda/flashpp_cuda_bench" --grid --bwd-only \
       --hdim 64 --reps 10 --json "$out/bwdtiles$v.json" >>"$out/bwdtiles.log" 2>&1
@@ -200,16 +214,8 @@ if has_step fa2lazy; then
   echo "== FA2-class forward, lazy O rescale (tuning build) =="
   : >"$out/fa2lazy.log"
   fa2=(FLASHPP_CUDA_FORWARD_FAMILY=sm80)
-  env "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=1 timeout "$(allow 150)" "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 \
-    >>"$out/fa2lazy.log" 2>&1
-  note "fa2 lazy test" "rc $?; $(grep -E "PASSED|FAILED" "$out/fa2lazy.log" | tail -2 | tr '\n' ' ')"
-  for tool in memcheck racecheck; do
-    env "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=1 timeout "$(allow 150)" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$build/tests/cuda/flashpp_cuda_sanitize_cases" >/tmp/flashpp_fa2lazy_$tool.log 2>&1
-    rc=$?
-    note "fa2 lazy $tool" "rc $rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/flashpp_fa2lazy_$tool.log | tail -1)"
-    { echo "==== $tool, lazy (rc $rc) ===="; cat /tmp/flashpp_fa2lazy_$tool.log; } >>"$out/fa2lazy.log"
-  done
+  test_forced "fa2 lazy test" "$out/fa2lazy.log" test_cuda_forward "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=1
+  sanitize_forced "fa2 lazy" "$out/fa2lazy.log" lazy "memcheck racecheck" "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=1
   for round in 1 2; do
     for lazy in 0 1; do
       env "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=$lazy timeout "$(allow 100)" "$build/tests/cuda/flashpp_cuda_bench" --grid \
@@ -272,16 +278,8 @@ if has_step sched; then
   : >"$out/knobs.log"
   # Correctness with small head groups forced (the tests' shapes are too small for
   # the rule to cut any): the forward cases, then memcheck and racecheck.
-  FLASHPP_SM90_HEAD_GROUP=3 timeout "$(allow 150)" "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 \
-    >>"$out/knobs.log" 2>&1
-  note "groups test" "rc $?; $(grep -E "PASSED|FAILED" "$out/knobs.log" | tail -2 | tr '\n' ' ')"
-  for tool in memcheck racecheck; do
-    FLASHPP_SM90_HEAD_GROUP=2 timeout "$(allow 120)" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$build/tests/cuda/flashpp_cuda_sanitize_cases" >/tmp/flashpp_groups_$tool.log 2>&1
-    rc=$?
-    note "groups $tool" "rc $rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/flashpp_groups_$tool.log | tail -1)"
-    { echo "==== $tool, head groups of 2 (rc $rc) ===="; cat /tmp/flashpp_groups_$tool.log; } >>"$out/knobs.log"
-  done
+  test_forced "groups test" "$out/knobs.log" test_cuda_forward FLASHPP_SM90_HEAD_GROUP=3
+  sanitize_forced groups "$out/knobs.log" "head groups of 2" "memcheck racecheck" FLASHPP_SM90_HEAD_GROUP=2
   time_knobs sched_grid "--grid --fwd-only" static nogroup default
   time_knobs sched_varlen "--varlen" static nogroup default
   (cd "$out" && tar czf sched_json.tar.gz sched_*_?.json && rm -f sched_*_?.json)
@@ -294,19 +292,13 @@ if has_step knobs; then
   [ "${FLASHPP_DEVICE_TUNING:-0}" = 1 ] && variants="0 1 2"
   for v in $variants; do
     tiles=(); [ "$v" != default ] && tiles=(FLASHPP_SM90_TILES=$v)
-    env "${tiles[@]}" $all_knobs timeout "$(allow 150)" \
-      "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 >>"$out/knobs.log" 2>&1
-    note "knobs test $v" "rc $?; $(grep -E "PASSED|FAILED" "$out/knobs.log" | tail -2 | tr '\n' ' ')"
+    # shellcheck disable=SC2086
+    test_forced "knobs test $v" "$out/knobs.log" test_cuda_forward "${tiles[@]}" $all_knobs
   done
   timeout "$(allow 60)" "$build/tests/cuda/test_sm90_ptx" --gtest_brief=1 >>"$out/knobs.log" 2>&1
   note "sm90 ptx" "rc $?"
-  for tool in ${FLASHPP_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
-    env $all_knobs timeout "$(allow 150)" compute-sanitizer --tool "$tool" \
-      --error-exitcode 9 "$build/tests/cuda/flashpp_cuda_sanitize_cases" >/tmp/flashpp_knobs_$tool.log 2>&1
-    rc=$?
-    note "knobs $tool" "rc $rc; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/flashpp_knobs_$tool.log | tail -1)"
-    { echo "==== $tool, knobs on (rc $rc) ===="; cat /tmp/flashpp_knobs_$tool.log; } >>"$out/knobs.log"
-  done
+  # shellcheck disable=SC2086
+  sanitize_forced knobs "$out/knobs.log" "knobs on" "${FLASHPP_SANITIZE_TOOLS:-memcheck racecheck synccheck}" $all_knobs
   time_knobs knobs_grid "--grid --fwd-only" off tma snake q2 all default
   time_knobs knobs_varlen "--varlen" off dynamic all default
   (cd "$out" && tar czf knobs_json.tar.gz knobs_*_?.json && rm -f knobs_*_?.json)
