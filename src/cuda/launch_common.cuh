@@ -32,6 +32,23 @@ inline int forced_variant(const char* name, int count) {
   return v[0] - '0';
 }
 
+// A count the environment variable `name` sets (decimal, 0 .. 2^20), else `fallback`.
+inline int env_count(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return *end == '\0' && n >= 0 && n <= (1 << 20) ? int(n) : fallback;
+}
+
+// An attribute of the current device.
+inline int device_attribute(cudaDeviceAttr attr, const char* what) {
+  int device = 0, value = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&value, attr, device), what);
+  return value;
+}
+
 // Calls f(std::integral_constant<int, v>{}) for the runtime variant v < Count.
 template <int Count, int V = 0, class F>
 void with_variant(int v, F&& f) {

@@ -18,21 +18,13 @@ namespace flashpp::cuda::sm90 {
 
 // Multiprocessor count of the current device: the persistent grid's size.
 inline int multiprocessors() {
-  int device = 0, sms = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  return sms;
+  return device_attribute(cudaDevAttrMultiProcessorCount, "cudaDeviceGetAttribute(multiprocessors)");
 }
 
 // L2 bytes of the current device (head groups keep their K/V within half of it:
 // the rest holds the Q and O streams, and on H100/H200 each half of the L2 serves
 // its own half of the SMs).
-inline long long l2_bytes() {
-  int device = 0, bytes = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute");
-  return bytes;
-}
+inline long long l2_bytes() { return device_attribute(cudaDevAttrL2CacheSize, "cudaDeviceGetAttribute(L2 size)"); }
 
 // The launch's runtime choices (fwd_epilogue.cuh). Defaults from the same-run
 // A/B on an H100 (docs/hopper_forward.md, "Runtime knobs"):
@@ -55,13 +47,6 @@ inline int env_choice(const char* name, std::string_view on, std::string_view of
   if (v != nullptr && on == v) return 1;
   if (v != nullptr && off == v) return 0;
   return fallback ? 1 : 0;
-}
-inline int env_count(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  return *end == '\0' && n >= 0 && n <= (1 << 20) ? int(n) : fallback;
 }
 inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a, const FwdTiles& t, int variant, int grid) {
   FwdKnobs k;
