@@ -36,7 +36,8 @@ const KernelEntry& require(Pass pass, const AttnParams& p, int device) {
 }
 
 // Backward workspace: D = rowsum(dO * O) (heads_q x rows), then, unless
-// deterministic, the fp32 dQ accumulator (rows x heads_q x compiled head dim).
+// deterministic, the fp32 dQ accumulator (rows rounded up to 8 x heads_q x compiled
+// head dim, in 8 x 8 blocks).
 struct BwdLayout {
   std::size_t dsum_bytes = 0, accum_bytes = 0;
   std::size_t total() const { return dsum_bytes + accum_bytes; }
@@ -46,7 +47,10 @@ BwdLayout bwd_layout(const AttnParams& p, int compiled_head_dim) {
   const std::int64_t rows = total_q_rows(p);
   BwdLayout l;
   l.dsum_bytes = align_up(std::size_t(rows) * p.heads_q * sizeof(float));
-  if (!p.deterministic) l.accum_bytes = align_up(std::size_t(rows) * p.heads_q * compiled_head_dim * sizeof(float));
+  // Whole 8-row bands (sm80::dq_accum_index).
+  const std::int64_t band_rows = (rows + 7) / 8 * 8;
+  if (!p.deterministic)
+    l.accum_bytes = align_up(std::size_t(band_rows) * p.heads_q * compiled_head_dim * sizeof(float));
   return l;
 }
 

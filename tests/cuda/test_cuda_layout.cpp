@@ -1,12 +1,16 @@
 // Host-side checks of the shared-memory swizzle (no GPU needed): every access
 // pattern the kernels issue touches 8 distinct 16-byte bank groups per phase, and
-// the mapping is a permutation of each row's chunks.
+// the mapping is a permutation of each row's chunks. Also the backward's blocked
+// dQ accumulator layout.
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
+#include <vector>
+#include <cstdint>
 
 #include "cuda/common/smem_tile.cuh"
+#include "cuda/sm80/bwd_args.hpp"
 
 namespace flashpp::test {
 namespace {
@@ -53,6 +57,38 @@ TEST(CudaSmemLayout, SwizzleIsConflictFree) {
   check_tile<SmemTile<64, 192>>("64x192");
   check_tile<SmemTile<64, 256>>("64x256");
   check_tile<SmemTile<128, 64>>("P^T 128x64");
+}
+
+// The dQ accumulator's 8 x 8 blocks (sm80::dq_accum_index): a bijection of
+// (rows rounded up to 8) x width onto [0, that many floats); each row's 8-column
+// chunk is 8 consecutive floats (the convert kernel's two float4 loads); and one
+// warp's red.v2 of an m16n8 fragment half (rows g = lane / 4 of an 8-row band,
+// columns 2 (lane % 4)) covers 64 consecutive floats in lane order.
+TEST(CudaDqAccumLayout, BlockedIndex) {
+  using flashpp::cuda::sm80::dq_accum_index;
+  for (std::int64_t width : {8, 64, 3 * 96, 16 * 256}) {
+    for (std::int64_t rows : {1, 7, 8, 13, 40}) {
+      const std::int64_t band_rows = (rows + 7) / 8 * 8;
+      std::vector<char> hit(std::size_t(band_rows * width), 0);
+      for (std::int64_t r = 0; r < band_rows; ++r)
+        for (std::int64_t c = 0; c < width; ++c) {
+          const std::int64_t i = dq_accum_index(r, c, width);
+          ASSERT_GE(i, 0);
+          ASSERT_LT(i, band_rows * width) << "row " << r << " col " << c << " width " << width;
+          ASSERT_EQ(hit[std::size_t(i)], 0) << "two elements at index " << i;
+          hit[std::size_t(i)] = 1;
+          if (c % 8 != 0) {
+            EXPECT_EQ(i, dq_accum_index(r, c - 1, width) + 1);
+          }
+        }
+    }
+    for (std::int64_t band = 0; band < 3; ++band)
+      for (std::int64_t c0 = 0; c0 < width; c0 += 8) {
+        const std::int64_t first = dq_accum_index(band * 8, c0, width);
+        for (int lane = 0; lane < 32; ++lane)
+          EXPECT_EQ(dq_accum_index(band * 8 + lane / 4, c0 + 2 * (lane % 4), width), first + 2 * lane);
+      }
+  }
 }
 
 }  // namespace

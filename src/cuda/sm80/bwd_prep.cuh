@@ -11,6 +11,7 @@
 
 #include "common/params.hpp"
 #include "cuda/common/element.cuh"
+#include "cuda/sm80/bwd_args.hpp"
 
 namespace flashpp::cuda::sm80 {
 
@@ -88,7 +89,8 @@ __global__ void dq_convert_kernel(const __grid_constant__ AttnParams p, const fl
   const std::int64_t rh = idx / chunks;
   const int h = int(rh % p.heads_q);
   const std::int64_t row = rh / p.heads_q;
-  const float* src = acc + (row * p.heads_q + h) * acc_head_dim + chunk * 8;
+  const std::int64_t width = std::int64_t(p.heads_q) * acc_head_dim;
+  const float* src = acc + dq_accum_index(row, std::int64_t(h) * acc_head_dim + chunk * 8, width);
   const float4 lo = *reinterpret_cast<const float4*>(src);
   const float4 hi = *reinterpret_cast<const float4*>(src + 4);
   const float s = p.scale;
