@@ -5,6 +5,7 @@
 # blocks, 8 warps) their instruction counts, shared-memory wavefronts, bank conflicts and
 # stall reasons say what ours does differently.
 # FLASHPP_VS_FA2: "pass,hdim,N,causal" list (default bwd,256,16384,0 bwd,64,16384,0 fwd,256,16384,0).
+# FLASHPP_VS_FA2_PEER=0 profiles ours only (the peer's numbers from an earlier run still hold).
 set -uo pipefail
 bench="$BUILD/tests/cuda/flashpp_cuda_bench"
 tmp=$(mktemp -d)
@@ -43,11 +44,13 @@ for shape in ${FLASHPP_VS_FA2:-bwd,256,16384,0 bwd,64,16384,0 fwd,256,16384,0}; 
   echo "=== $pas hdim $d N $n causal $causal: ours ==="
   if [ "$pas" = bwd ]; then
     profile "ours_$pas$d" bwd_kernel "$bench" --reps 1 --only "$d,$n,$causal" --bwd-only
+    [ "${FLASHPP_VS_FA2_PEER:-1}" = 0 ] && continue
     echo "=== $pas hdim $d N $n causal $causal: torch flash ==="
     profile "fa2_$pas$d" flash_bwd_dq_dk_dv python3 "$tmp/torch_once.py" bwd "$d" "$n" "$causal"
   else
     FLASHPP_CUDA_FORWARD_FAMILY=sm80 profile "ours_$pas$d" fwd_kernel "$bench" --reps 1 --only "$d,$n,$causal" \
       --fwd-only
+    [ "${FLASHPP_VS_FA2_PEER:-1}" = 0 ] && continue
     echo "=== $pas hdim $d N $n causal $causal: torch flash ==="
     profile "fa2_$pas$d" flash_fwd_kernel python3 "$tmp/torch_once.py" fwd "$d" "$n" "$causal"
   fi
