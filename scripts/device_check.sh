@@ -4,14 +4,16 @@
 # dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
 # backends; then print a summary table last. Full logs and JSON go to $OUT
 # (default results/device); at most 8 files, so the tool that fetches them gets all.
-#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles fa2lazy knobs sched pytest profile suite decode probe"
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles fa2lazy fa2tiles knobs sched pytest profile suite decode probe"
 #                         (default: build test sanitize demo bench profile)
 #   FLASHPP_DECODE_ARGS   arguments of the decode step's flashpp_decode_bench (default --quick)
 #   FLASHPP_PROBE         the probe step runs these scripts, in order (default scripts/device_probe.sh)
 #                         with BUILD, OUT and PYTHONPATH set; their output is probe.txt
 #   FLASHPP_DEVICE_TUNING=1 builds the tile variants of the Hopper forward (FLASHPP_SM90_TUNING)
-#                         and of the FA2-class backward (FLASHPP_SM80_TUNING); the tiles
+#                         and of the FA2-class kernels (FLASHPP_SM80_TUNING; =sm80: only these); the tiles
 #                         and bwdtiles steps test, sanitize and time them
+#   fa2tiles              (tuning build) the FA2-class forward's tile variant 1 (head dim 256) forced:
+#                         forward tests and memcheck/racecheck with it, then both timed on the d 256 grid
 #   fa2lazy               (tuning build) the FA2-class forward with the lazy O rescale forced
 #                         (FLASHPP_SM80_FWD_LAZY=1; the rule takes it at d 128): forward tests, memcheck/racecheck with it
 #                         forced, then both timed on the forward grid, interleaved
@@ -92,6 +94,7 @@ if has_step build; then
   extra+=(-DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20)
   t0=$(date +%s)
   [ "${FLASHPP_DEVICE_TUNING:-0}" = 1 ] && extra+=(-DFLASHPP_SM90_TUNING=ON -DFLASHPP_SM80_TUNING=ON)
+  [ "${FLASHPP_DEVICE_TUNING:-0}" = sm80 ] && extra+=(-DFLASHPP_SM80_TUNING=ON)
   { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPP_CUDA=ON -DFLASHPP_BUILD_TESTS=ON \
       -DFLASHPP_BUILD_BENCH=ON -DFLASHPP_BUILD_EXAMPLES=ON \
       -DFLASHPP_BUILD_PYTHON=${FLASHPP_DEVICE_PYTHON:-ON} "${extra[@]}" &&
@@ -210,32 +213,53 @@ for x, y in zip(a, b):
 PY
 fi
 
-if has_step fa2lazy; then
-  echo "== FA2-class forward, lazy O rescale (tuning build) =="
-  : >"$out/fa2lazy.log"
-  fa2=(FLASHPP_CUDA_FORWARD_FAMILY=sm80)
-  test_forced "fa2 lazy test" "$out/fa2lazy.log" test_cuda_forward "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=1
-  sanitize_forced "fa2 lazy" "$out/fa2lazy.log" lazy "memcheck racecheck" "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=1
+# time_fa2_forced PREFIX VAR "BENCH ARGS": the FA2-class forward with VAR=0 and VAR=1,
+# two interleaved rounds, then one table of medians (VAR=1 over VAR=0).
+time_fa2_forced() {
+  local prefix=$1 var=$2 args=$3 round v
   for round in 1 2; do
-    for lazy in 0 1; do
-      env "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=$lazy timeout "$(allow 100)" "$build/tests/cuda/flashpp_cuda_bench" --grid \
-        --fwd-only --reps 10 --json "$out/fa2lazy${lazy}_$round.json" >>"$out/fa2lazy.log" 2>&1
-      note "fa2 lazy $lazy $round" "rc $?"
+    for v in 0 1; do
+      # shellcheck disable=SC2086
+      env FLASHPP_CUDA_FORWARD_FAMILY=sm80 "$var=$v" timeout "$(allow 100)" "$build/tests/cuda/flashpp_cuda_bench" \
+        --grid --fwd-only $args --reps 10 --json "$out/${prefix}${v}_$round.json" >>"$out/$prefix.log" 2>&1
+      note "$prefix $v $round" "rc $?"
     done
   done
-  python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
+  python3 - "$out" "$prefix" "$var" <<'PY' | tee -a "$out/summary.txt"
 import json, os, statistics, sys
-d = sys.argv[1]
-runs = {z: [json.load(open(os.path.join(d, f"fa2lazy{z}_{r}.json"))) for r in (1, 2)
-            if os.path.exists(os.path.join(d, f"fa2lazy{z}_{r}.json"))] for z in (0, 1)}
-print("| hdim | N | causal | FA2-class fwd TF/s | lazy TF/s | lazy/base |")
+d, prefix, var = sys.argv[1:4]
+runs = {z: [json.load(open(os.path.join(d, f"{prefix}{z}_{r}.json"))) for r in (1, 2)
+            if os.path.exists(os.path.join(d, f"{prefix}{z}_{r}.json"))] for z in (0, 1)}
+print(f"\n{prefix}: {var}=1 over {var}=0\n")
+print(f"| hdim | N | causal | {var}=0 TF/s | {var}=1 TF/s | ratio |")
 print("|---|---|---|---|---|---|")
 for i, row in enumerate(runs[0][0]):
     a = statistics.median(r[i]["fwd_tflops"] for r in runs[0])
     b = statistics.median(r[i]["fwd_tflops"] for r in runs[1]) if runs[1] else float("nan")
     print(f"| {row['hdim']} | {row['seqlen']} | {row['causal']} | {a:.1f} | {b:.1f} | {b / a:.3f} |")
 PY
-  (cd "$out" && tar czf fa2lazy_json.tar.gz fa2lazy?_?.json && rm -f fa2lazy?_?.json)
+  (cd "$out" && tar czf "${prefix}_json.tar.gz" "$prefix"?_?.json && rm -f "$prefix"?_?.json)
+}
+
+if has_step fa2lazy; then
+  echo "== FA2-class forward, lazy O rescale (tuning build) =="
+  : >"$out/fa2lazy.log"
+  fa2=(FLASHPP_CUDA_FORWARD_FAMILY=sm80)
+  test_forced "fa2 lazy test" "$out/fa2lazy.log" test_cuda_forward "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=1
+  sanitize_forced "fa2 lazy" "$out/fa2lazy.log" lazy "memcheck racecheck" "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=1
+  time_fa2_forced fa2lazy FLASHPP_SM80_FWD_LAZY ""
+fi
+
+if has_step fa2tiles; then
+  # Forward tile variant 1 (head dim 256: 64 rows, 4 warps, single K/V buffers, two
+  # blocks per SM; src/cuda/sm80/tile_configs.hpp): forward tests and sanitizers with it
+  # forced, then both variants on the grid's head dim 256 rows.
+  echo "== FA2-class forward, forced tile variant 1 (tuning build) =="
+  : >"$out/fa2tiles.log"
+  fa2=(FLASHPP_CUDA_FORWARD_FAMILY=sm80)
+  test_forced "fa2 tiles test" "$out/fa2tiles.log" test_cuda_forward "${fa2[@]}" FLASHPP_SM80_FWD_TILES=1
+  sanitize_forced "fa2 tiles" "$out/fa2tiles.log" "variant 1" "memcheck racecheck" "${fa2[@]}" FLASHPP_SM80_FWD_TILES=1
+  time_fa2_forced fa2tiles FLASHPP_SM80_FWD_TILES "--hdim 256"
 fi
 
 all_knobs="FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake FLASHPP_SM90_Q_BUFFERS=2 FLASHPP_SM90_SCHEDULE=dynamic"

@@ -19,13 +19,20 @@ __device__ __forceinline__ void copy_tile_async(std::uint32_t tile, const T* bas
                                                 int cols, int tid) {
   constexpr int kTotal = Tile::kRows * Tile::kChunks;
   constexpr int kSteps = (kTotal + THREADS - 1) / THREADS;
-  if constexpr (THREADS % Tile::kChunks == 0 && (THREADS / Tile::kChunks) % 8 == 0) {
-    // Each thread keeps one chunk column and steps down by a multiple of 8 rows, so its
-    // swizzled column never changes: one shared address and one global pointer,
+  if constexpr (THREADS % Tile::kChunks == 0 && (THREADS / Tile::kChunks) % 4 == 0) {
+    // Each thread keeps one chunk column and steps down by kRowsPerStep rows. The
+    // swizzle depends on the row only through row % 8, so with a step of 8 rows or a
+    // multiple the thread's swizzled column never changes, and with a step of 4 it
+    // alternates between two: one or two shared addresses and one global pointer,
     // advanced by constants, instead of a table of per-step addresses in registers.
     constexpr int kRowsPerStep = THREADS / Tile::kChunks;
+    constexpr int kPhases = kRowsPerStep % 8 == 0 ? 1 : 2;
     const int row0 = tid / Tile::kChunks, chunk = tid % Tile::kChunks;
-    const std::uint32_t dst = tile + Tile::offset(row0, chunk);
+    // dst[s % kPhases] + s * kRowsPerStep * kRowBytes is step s's shared address.
+    std::uint32_t dst[kPhases];
+#pragma unroll
+    for (int ph = 0; ph < kPhases; ++ph)
+      dst[ph] = tile + Tile::offset(row0 + ph * kRowsPerStep, chunk) - ph * kRowsPerStep * Tile::kRowBytes;
     const T* src = base + std::int64_t(row0) * row_stride + chunk * 8;
     const std::int64_t step = std::int64_t(kRowsPerStep) * row_stride;
     if (kFullTilePath && rows >= Tile::kRows && cols >= Tile::kCols) {
@@ -35,7 +42,7 @@ __device__ __forceinline__ void copy_tile_async(std::uint32_t tile, const T* bas
       // non-mma instructions.
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
-        ptx::cp_async_16(dst + s * kRowsPerStep * Tile::kRowBytes, src, true);
+        ptx::cp_async_16(dst[s % kPhases] + s * kRowsPerStep * Tile::kRowBytes, src, true);
         src += step;
       }
       return;
@@ -44,7 +51,7 @@ __device__ __forceinline__ void copy_tile_async(std::uint32_t tile, const T* bas
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       const bool valid = col_ok && row0 + s * kRowsPerStep < rows;
-      ptx::cp_async_16(dst + s * kRowsPerStep * Tile::kRowBytes, valid ? src + s * step : base, valid);
+      ptx::cp_async_16(dst[s % kPhases] + s * kRowsPerStep * Tile::kRowBytes, valid ? src + s * step : base, valid);
     }
   } else {
 #pragma unroll

@@ -21,24 +21,43 @@ inline constexpr bool kTuningBuild = true;
 inline constexpr bool kTuningBuild = false;
 #endif
 
-// The forward's rescale flavour for this call: the head dim's rule, or what
-// FLASHPP_SM80_FWD_LAZY=0|1 forces in a tuning build (which compiles both).
-template <typename T, int D, bool Lazy>
+// Forward tile variants a build compiles: variant 0, and in tuning builds every
+// variant the head dim has.
+template <int D, int V>
+inline constexpr bool kFwdCompiled = fwd_has_variant(D, V) && (V == 0 || kTuningBuild);
+
+template <typename T, int D, bool Lazy, int V>
 void launch_fwd_kernel(const AttnParams& p, const LaunchArgs& a) {
-  constexpr FwdTiles t = fwd_tiles(D);
+  constexpr FwdTiles t = fwd_tiles(D, V);
   const dim3 grid(blocks(p.seqlen_q, t.block_m), p.heads_q, p.batch);
-  launch_kernel(fwd_kernel<T, D, Lazy>, grid, t.warps * 32, sizeof(FwdSmem<D>), a.stream,
+  launch_kernel(fwd_kernel<T, D, Lazy, V>, grid, t.warps * 32, sizeof(FwdSmem<D, V>), a.stream,
                 Lazy ? "forward kernel (lazy rescale)" : "forward kernel", p);
 }
 
+// The forward for this call: the head dim's rescale rule and tile variant 0, or what
+// FLASHPP_SM80_FWD_LAZY=0|1 and FLASHPP_SM80_FWD_TILES=0|1 force in a tuning build
+// (which compiles both rescale flavours and every tile variant; read per call, so one
+// benchmark process can compare them).
 template <typename T, int D>
 void launch_fwd(const AttnParams& p, const LaunchArgs& a) {
   constexpr bool kRule = fwd_lazy_rescale(D);
+  int variant = 0;
+  bool lazy = kRule;
   if constexpr (kTuningBuild) {
     const int forced = forced_variant("FLASHPP_SM80_FWD_LAZY", 2);
-    if (forced >= 0 && (forced == 1) != kRule) return launch_fwd_kernel<T, D, !kRule>(p, a);
+    if (forced >= 0) lazy = forced == 1;
+    const int v = forced_variant("FLASHPP_SM80_FWD_TILES", kFwdVariants);
+    if (v >= 0 && fwd_has_variant(D, v)) variant = v;
   }
-  launch_fwd_kernel<T, D, kRule>(p, a);
+  with_variant<kFwdVariants>(variant, [&](auto v) {
+    constexpr int kV = decltype(v)::value;
+    if constexpr (kFwdCompiled<D, kV>) {
+      if (lazy == kRule)
+        launch_fwd_kernel<T, D, kRule, kV>(p, a);
+      else if constexpr (kTuningBuild)
+        launch_fwd_kernel<T, D, !kRule, kV>(p, a);
+    }
+  });
 }
 
 // Backward variants a build compiles: variant 0, and in tuning builds every
@@ -82,7 +101,7 @@ void launch_bwd_dq(const AttnParams& p, const LaunchArgs& a) {
 
 template <typename T, int D>
 cudaError_t fwd_attributes(cudaFuncAttributes* attr) {
-  return cudaFuncGetAttributes(attr, fwd_kernel<T, D, fwd_lazy_rescale(D)>);
+  return cudaFuncGetAttributes(attr, fwd_kernel<T, D, fwd_lazy_rescale(D), 0>);
 }
 template <typename T, int D>
 cudaError_t bwd_attributes(cudaFuncAttributes* attr) { return cudaFuncGetAttributes(attr, bwd_kernel<T, D>); }
@@ -91,6 +110,7 @@ cudaError_t bwd_dq_attributes(cudaFuncAttributes* attr) { return cudaFuncGetAttr
 
 template <typename T, int D>
 KernelEntry fwd_entry() {
+  // Variant 0's shared memory (as for the backward below).
   return {80, Pass::forward, elem_type_of<T>(), D, sizeof(FwdSmem<D>), &launch_fwd<T, D>, &fwd_attributes<T, D>};
 }
 template <typename T, int D>
