@@ -37,7 +37,7 @@ const KernelEntry& require(Pass pass, const AttnParams& p, int device) {
 
 // Backward workspace: D = rowsum(dO * O) (heads_q x rows), then, unless
 // deterministic, the fp32 dQ accumulator (rows rounded up to 8 x heads_q x compiled
-// head dim, in 8-row x 16-column blocks).
+// head dim, in 8 x 8 blocks).
 struct BwdLayout {
   std::size_t dsum_bytes = 0, accum_bytes = 0;
   std::size_t total() const { return dsum_bytes + accum_bytes; }

@@ -204,7 +204,7 @@ TEST(CudaPtx, CpAsyncCopiesAndZeroFills) {
   }
 }
 
-// ---------------- red.global.add.v2.f32 / .v4.f32 ----------------
+// ---------------- red.global.add.v2.f32 ----------------
 
 // 256 threads add (i, -2i) into pair i % 16 of 16 float pairs (integer values: exact).
 __global__ void red_kernel(float* pairs) {
@@ -227,32 +227,6 @@ TEST(CudaPtx, RedAddV2F32) {
     for (int i = pr; i < 256; i += 16) sum += i;
     EXPECT_EQ(out[std::size_t(2 * pr)], float(init[std::size_t(2 * pr)] + sum)) << "pair " << pr;
     EXPECT_EQ(out[std::size_t(2 * pr + 1)], float(init[std::size_t(2 * pr + 1)] - 2 * sum)) << "pair " << pr;
-  }
-}
-
-// 256 threads add (i, -i, 2i, 3i) into quad i % 8 of 8 float quads (exact integers).
-__global__ void red4_kernel(float* quads) {
-  const int i = threadIdx.x;
-  ptx::red_add_v4_f32(quads + 4 * (i % 8), float(i), float(-i), float(2 * i), float(3 * i));
-}
-
-TEST(CudaPtx, RedAddV4F32) {
-  FLASHPP_REQUIRE_GPU();
-  std::vector<float> init(32);
-  for (int j = 0; j < 32; ++j) init[std::size_t(j)] = float(j) + 0.25f;
-  DeviceBuffer d(128);
-  d.upload(init.data(), 128);
-  red4_kernel<<<1, 256>>>(static_cast<float*>(d.get()));
-  CUDA_OK(cudaDeviceSynchronize());
-  std::vector<float> out(32);
-  d.download(out.data(), 128);
-  const int mul[4] = {1, -1, 2, 3};
-  for (int qd = 0; qd < 8; ++qd) {
-    double sum = 0;
-    for (int i = qd; i < 256; i += 8) sum += i;
-    for (int e = 0; e < 4; ++e)
-      EXPECT_EQ(out[std::size_t(4 * qd + e)], float(init[std::size_t(4 * qd + e)] + mul[e] * sum))
-          << "quad " << qd << " element " << e;
   }
 }
 

@@ -213,9 +213,8 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
       // branch with its own reconvergence point (32 per step at head dim 256). Full
       // steps need no check; on a partial one, rows past its end and columns past
       // the head dim add zeros (to its first row; the workspace is D columns wide).
-      // The accumulator is in 8 x 16 blocks (bwd_args.hpp): n tiles 2j and 2j + 1 of a
-      // fragment row are one red.v4, and a warp's reduction 512 contiguous bytes.
-      static_assert(NC % 2 == 0, "dQ reductions take n tiles in pairs");
+      // The accumulator is in 8 x 8 blocks (bwd_args.hpp): a warp's reduction of one
+      // fragment half is 256 contiguous bytes.
       auto reduce = [&](auto checked) {
 #pragma unroll
         for (int mt = 0; mt < MC; ++mt)
@@ -224,17 +223,14 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
             const int r = qc * QC + mt * 16 + g + 8 * hh;
             const bool row_ok = !decltype(checked)::value || r < rows;
             const std::int64_t grow = seq.q_global0 + m0 + (row_ok ? r : 0);
-            // Each pair of n tiles (16 columns) is one block further in the layout.
+            // Columns advance by 8 per n tile: one block further in the 8 x 8 layout.
             float* acc0 = a.dq_accum + dq_accum_index(grow, std::int64_t(h) * D + dc * DC + 2 * t4,
                                                       a.dq_accum_row_stride);
 #pragma unroll
-            for (int np = 0; np < NC / 2; ++np) {
-              const int col = dc * DC + np * 16 + 2 * t4;
-              const bool ok0 = row_ok && (!decltype(checked)::value || col < p.head_dim);
-              const bool ok1 = row_ok && (!decltype(checked)::value || col + 8 < p.head_dim);
-              ptx::red_add_v4_f32(acc0 + np * 128, ok0 ? dq[mt][2 * np][2 * hh] : 0.f,
-                                  ok0 ? dq[mt][2 * np][2 * hh + 1] : 0.f, ok1 ? dq[mt][2 * np + 1][2 * hh] : 0.f,
-                                  ok1 ? dq[mt][2 * np + 1][2 * hh + 1] : 0.f);
+            for (int nt = 0; nt < NC; ++nt) {
+              const int col = dc * DC + nt * 8 + 2 * t4;
+              const bool ok = row_ok && (!decltype(checked)::value || col < p.head_dim);
+              ptx::red_add_v2_f32(acc0 + nt * 64, ok ? dq[mt][nt][2 * hh] : 0.f, ok ? dq[mt][nt][2 * hh + 1] : 0.f);
             }
           }
       };

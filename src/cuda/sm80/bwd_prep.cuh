@@ -90,18 +90,15 @@ __global__ void dq_convert_kernel(const __grid_constant__ AttnParams p, const fl
   const int h = int(rh % p.heads_q);
   const std::int64_t row = rh / p.heads_q;
   const std::int64_t width = std::int64_t(p.heads_q) * acc_head_dim;
-  // The chunk's 8 columns are 4 float pairs 4 floats apart (dq_accum_index).
   const float* src = acc + dq_accum_index(row, std::int64_t(h) * acc_head_dim + chunk * 8, width);
-  const float2 c0 = *reinterpret_cast<const float2*>(src);
-  const float2 c1 = *reinterpret_cast<const float2*>(src + 4);
-  const float2 c2 = *reinterpret_cast<const float2*>(src + 8);
-  const float2 c3 = *reinterpret_cast<const float2*>(src + 12);
+  const float4 lo = *reinterpret_cast<const float4*>(src);
+  const float4 hi = *reinterpret_cast<const float4*>(src + 4);
   const float s = p.scale;
   uint4 outv;
-  outv.x = Element<T>::pack(c0.x * s, c0.y * s);
-  outv.y = Element<T>::pack(c1.x * s, c1.y * s);
-  outv.z = Element<T>::pack(c2.x * s, c2.y * s);
-  outv.w = Element<T>::pack(c3.x * s, c3.y * s);
+  outv.x = Element<T>::pack(lo.x * s, lo.y * s);
+  outv.y = Element<T>::pack(lo.z * s, lo.w * s);
+  outv.z = Element<T>::pack(hi.x * s, hi.y * s);
+  outv.w = Element<T>::pack(hi.z * s, hi.w * s);
   T* dst = static_cast<T*>(p.dq) + row_offset(p, row, h, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride) +
            chunk * 8;
   *reinterpret_cast<uint4*>(dst) = outv;
