@@ -4,7 +4,7 @@
 # dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
 # backends; then print a summary table last. Full logs and JSON go to $OUT
 # (default results/device); at most 8 files, so the tool that fetches them gets all.
-#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles fa2lazy fa2tiles knobs sched pytest profile suite decode probe"
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles fa2lazy fa2tiles fa2full knobs sched pytest profile suite decode probe"
 #                         (default: build test sanitize demo bench profile)
 #   FLASHPP_DECODE_ARGS   arguments of the decode step's flashpp_decode_bench (default --quick)
 #   FLASHPP_PROBE         the probe step runs these scripts, in order (default scripts/device_probe.sh)
@@ -14,6 +14,8 @@
 #                         and bwdtiles steps test, sanitize and time them
 #   fa2tiles              (tuning build) the FA2-class forward's tile variant 1 (head dim 256) forced:
 #                         forward tests and memcheck/racecheck with it, then both timed on the d 256 grid
+#   fa2full               (tuning build) the FA2-class forward with checked K/V copies (FLASHPP_SM80_FWD_FULL_COPY=0)
+#                         against the default full-tile copies, timed on the forward grid
 #   fa2lazy               (tuning build) the FA2-class forward with the lazy O rescale forced
 #                         (FLASHPP_SM80_FWD_LAZY=1; the rule takes it at d 128): forward tests, memcheck/racecheck with it
 #                         forced, then both timed on the forward grid, interleaved
@@ -260,6 +262,14 @@ if has_step fa2tiles; then
   test_forced "fa2 tiles test" "$out/fa2tiles.log" test_cuda_forward "${fa2[@]}" FLASHPP_SM80_FWD_TILES=1
   sanitize_forced "fa2 tiles" "$out/fa2tiles.log" "variant 1" "memcheck racecheck" "${fa2[@]}" FLASHPP_SM80_FWD_TILES=1
   time_fa2_forced fa2tiles FLASHPP_SM80_FWD_TILES "--hdim 256"
+fi
+
+if has_step fa2full; then
+  # The FA2-class forward's full-tile K/V copies (fwd_full_tile_copies, on by default; the
+  # test step ran them) against the checked copies, on the whole forward grid.
+  echo "== FA2-class forward, full-tile K/V copies on/off (tuning build) =="
+  : >"$out/fa2full.log"
+  time_fa2_forced fa2full FLASHPP_SM80_FWD_FULL_COPY ""
 fi
 
 all_knobs="FLASHPP_SM90_O_STORE=tma FLASHPP_SM90_ORDER=snake FLASHPP_SM90_Q_BUFFERS=2 FLASHPP_SM90_SCHEDULE=dynamic"

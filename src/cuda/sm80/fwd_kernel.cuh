@@ -35,8 +35,9 @@ struct FwdSmem {
 
 // Lazy: rescale O only when a row's max has grown past the online softmax's
 // slack (OnlineSoftmax::update_lazy; fwd_lazy_rescale says where). V: the tile
-// variant (tile_configs.hpp).
-template <typename T, int D, bool Lazy = false, int V = 0>
+// variant (tile_configs.hpp). FullKV: full K/V tiles take the copy path without
+// bounds or zero fill (fwd_full_tile_copies says where).
+template <typename T, int D, bool Lazy = false, int V = 0, bool FullKV = false>
 __global__ void __launch_bounds__(fwd_tiles(D, V).warps * 32, fwd_min_blocks(fwd_tiles(D, V)))
     fwd_kernel(const __grid_constant__ AttnParams p) {
   constexpr FwdTiles kT = fwd_tiles(D, V);
@@ -83,12 +84,12 @@ __global__ void __launch_bounds__(fwd_tiles(D, V).warps * 32, fwd_min_blocks(fwd
   const std::uint32_t v_s = ptx::smem_u32(sm.v[0]);
   auto load_k = [&](int n, int stage) {
     const int n0 = n * BN;
-    copy_tile_async<KVTile, THREADS>(k_s + stage * KVTile::kBytes, k_ptr + std::int64_t(n0) * p.k_row_stride,
+    copy_tile_async<KVTile, THREADS, FullKV>(k_s + stage * KVTile::kBytes, k_ptr + std::int64_t(n0) * p.k_row_stride,
                                      p.k_row_stride, min(BN, seq.len_k - n0), p.head_dim, tid);
   };
   auto load_v = [&](int n, int stage) {
     const int n0 = n * BN;
-    copy_tile_async<KVTile, THREADS>(v_s + stage * KVTile::kBytes, v_ptr + std::int64_t(n0) * p.v_row_stride,
+    copy_tile_async<KVTile, THREADS, FullKV>(v_s + stage * KVTile::kBytes, v_ptr + std::int64_t(n0) * p.v_row_stride,
                                      p.v_row_stride, min(BN, seq.len_k - n0), p.head_dim_v, tid);
   };
 

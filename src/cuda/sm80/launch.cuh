@@ -21,42 +21,44 @@ inline constexpr bool kTuningBuild = true;
 inline constexpr bool kTuningBuild = false;
 #endif
 
-// Forward tile variants a build compiles: variant 0, and in tuning builds every
-// variant the head dim has.
-template <int D, int V>
-inline constexpr bool kFwdCompiled = fwd_has_variant(D, V) && (V == 0 || kTuningBuild);
+// Forward kernels a build compiles: the head dim's rules (rescale, full-tile copies)
+// with tile variant 0, and in tuning builds every combination.
+template <int D, bool Lazy, int V, bool FullKV>
+inline constexpr bool kFwdCompiled =
+    fwd_has_variant(D, V) &&
+    ((Lazy == fwd_lazy_rescale(D) && V == 0 && FullKV == fwd_full_tile_copies(D)) || kTuningBuild);
 
-template <typename T, int D, bool Lazy, int V>
+template <typename T, int D, bool Lazy, int V, bool FullKV>
 void launch_fwd_kernel(const AttnParams& p, const LaunchArgs& a) {
   constexpr FwdTiles t = fwd_tiles(D, V);
   const dim3 grid(blocks(p.seqlen_q, t.block_m), p.heads_q, p.batch);
-  launch_kernel(fwd_kernel<T, D, Lazy, V>, grid, t.warps * 32, sizeof(FwdSmem<D, V>), a.stream,
+  launch_kernel(fwd_kernel<T, D, Lazy, V, FullKV>, grid, t.warps * 32, sizeof(FwdSmem<D, V>), a.stream,
                 Lazy ? "forward kernel (lazy rescale)" : "forward kernel", p);
 }
 
-// The forward for this call: the head dim's rescale rule and tile variant 0, or what
-// FLASHPP_SM80_FWD_LAZY=0|1 and FLASHPP_SM80_FWD_TILES=0|1 force in a tuning build
-// (which compiles both rescale flavours and every tile variant; read per call, so one
-// benchmark process can compare them).
+// The forward for this call: the head dim's rules and tile variant 0, or what
+// FLASHPP_SM80_FWD_LAZY=0|1, FLASHPP_SM80_FWD_TILES=0|1 and FLASHPP_SM80_FWD_FULL_COPY=0|1
+// force in a tuning build (read per call, so one benchmark process can compare them).
 template <typename T, int D>
 void launch_fwd(const AttnParams& p, const LaunchArgs& a) {
-  constexpr bool kRule = fwd_lazy_rescale(D);
   int variant = 0;
-  bool lazy = kRule;
+  bool lazy = fwd_lazy_rescale(D), full = fwd_full_tile_copies(D);
   if constexpr (kTuningBuild) {
-    const int forced = forced_variant("FLASHPP_SM80_FWD_LAZY", 2);
-    if (forced >= 0) lazy = forced == 1;
+    const int l = forced_variant("FLASHPP_SM80_FWD_LAZY", 2);
+    if (l >= 0) lazy = l == 1;
     const int v = forced_variant("FLASHPP_SM80_FWD_TILES", kFwdVariants);
     if (v >= 0 && fwd_has_variant(D, v)) variant = v;
+    const int f = forced_variant("FLASHPP_SM80_FWD_FULL_COPY", 2);
+    if (f >= 0) full = f == 1;
   }
-  with_variant<kFwdVariants>(variant, [&](auto v) {
-    constexpr int kV = decltype(v)::value;
-    if constexpr (kFwdCompiled<D, kV>) {
-      if (lazy == kRule)
-        launch_fwd_kernel<T, D, kRule, kV>(p, a);
-      else if constexpr (kTuningBuild)
-        launch_fwd_kernel<T, D, !kRule, kV>(p, a);
-    }
+  with_variant<2>(int(lazy), [&](auto l) {
+    with_variant<kFwdVariants>(variant, [&](auto v) {
+      with_variant<2>(int(full), [&](auto f) {
+        constexpr bool kL = decltype(l)::value == 1, kF = decltype(f)::value == 1;
+        constexpr int kV = decltype(v)::value;
+        if constexpr (kFwdCompiled<D, kL, kV, kF>) launch_fwd_kernel<T, D, kL, kV, kF>(p, a);
+      });
+    });
   });
 }
 
@@ -101,7 +103,7 @@ void launch_bwd_dq(const AttnParams& p, const LaunchArgs& a) {
 
 template <typename T, int D>
 cudaError_t fwd_attributes(cudaFuncAttributes* attr) {
-  return cudaFuncGetAttributes(attr, fwd_kernel<T, D, fwd_lazy_rescale(D), 0>);
+  return cudaFuncGetAttributes(attr, fwd_kernel<T, D, fwd_lazy_rescale(D), 0, fwd_full_tile_copies(D)>);
 }
 template <typename T, int D>
 cudaError_t bwd_attributes(cudaFuncAttributes* attr) { return cudaFuncGetAttributes(attr, bwd_kernel<T, D>); }
