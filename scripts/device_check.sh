@@ -4,7 +4,7 @@
 # dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
 # backends; then print a summary table last. Full logs and JSON go to $OUT
 # (default results/device); at most 8 files, so the tool that fetches them gets all.
-#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles fa2lazy fa2tiles fa2full knobs sched pytest profile suite decode probe"
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles fa2lazy fa2tiles fa2full knobs sched seeds pytest profile suite decode probe"
 #                         (default: build test sanitize demo bench profile)
 #   FLASHPP_DECODE_ARGS   arguments of the decode step's flashpp_decode_bench (default --quick)
 #   FLASHPP_PROBE         the probe step runs these scripts, in order (default scripts/device_probe.sh)
@@ -32,6 +32,8 @@
 #   FLASHPP_PROFILE_ARGS  bench arguments of the profile step, ";" between sets (default --quick);
 #   FLASHPP_PROFILE_KERNELS kernel name patterns it profiles (default "fwd_kernel bwd_kernel")
 #   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
+#   seeds                 the forward and backward tests' sampled cases over seeds 1..FLASHPP_SEEDS (default 16),
+#                         failing cases with their seed in seeds.log
 #   FLASHPP_SANITIZE_TOOLS compute-sanitizer tools of the sanitize step (default: memcheck racecheck synccheck)
 #   FLASHPP_GRID_PEERS=0  the grid step times ours only (no torch peers)
 #   FLASHPP_SUITE_ARGS    arguments of `python3 -m bench.suite run` (default --quick)
@@ -336,6 +338,26 @@ if has_step knobs; then
   time_knobs knobs_grid "--grid --fwd-only" off tma snake q2 all default
   time_knobs knobs_varlen "--varlen" off dynamic all default
   (cd "$out" && tar czf knobs_json.tar.gz knobs_*_?.json && rm -f knobs_*_?.json)
+fi
+
+if has_step seeds; then
+  # The sampled (random) cases of the forward and backward tests over fixed seeds:
+  # every run of the test step draws new cases, so a rare numerical failure shows up
+  # here with its seed instead of once in a while in someone's run.
+  echo "== sampled cases over fixed seeds =="
+  : >"$out/seeds.log"
+  for bin in test_cuda_backward test_cuda_forward; do
+    fails=0 runs=0
+    for s in $(seq 1 "${FLASHPP_SEEDS:-16}"); do
+      runs=$((runs + 1))
+      if ! FLASHPP_TEST_SEED=$s timeout "$(allow 60)" "$build/tests/cuda/$bin" --gtest_filter='Sampled/*' \
+        --gtest_brief=1 >/tmp/flashpp_seed.log 2>&1; then
+        fails=$((fails + 1))
+        { echo "== $bin seed $s"; grep -E "^FAIL" /tmp/flashpp_seed.log | head -3; } >>"$out/seeds.log"
+      fi
+    done
+    note "seeds $bin" "$fails of $runs seeds with a failing sampled case; seeds.log"
+  done
 fi
 
 if has_step pytest; then
