@@ -1,5 +1,9 @@
 #include "cuda/sm80/bwd_prep.hpp"
 
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
 #include "cuda/check.hpp"
 #include "cuda/sm80/bwd_prep.cuh"
 #include "cuda/sm80/bwd_short_rows.cuh"
@@ -34,10 +38,24 @@ void launch_short_row_dsum(const AttnParams& p, float* dsum, std::int64_t total_
   const std::int64_t pairs = total_rows * p.heads_q;
   if (pairs == 0) return;
   const unsigned grid = unsigned((pairs + kShortRowWarps - 1) / kShortRowWarps);
-  if (p.dtype == ElemType::f16)
-    short_row_dsum_kernel<__half><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
-  else
-    short_row_dsum_kernel<__nv_bfloat16><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
+  // Read per call, so one process can compare both (bwd_short_rows.cuh).
+  const char* mma = std::getenv("FLASHPP_BWD_SHORT_ROW_MMA");
+  const bool large_scores_mma = mma != nullptr && std::strcmp(mma, "1") == 0;
+  auto launch = [&](auto tag, auto mma_flag) {
+    using T = decltype(tag);
+    short_row_dsum_kernel<T, decltype(mma_flag)::value><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
+  };
+  if (p.dtype == ElemType::f16) {
+    if (large_scores_mma)
+      launch(__half{}, std::true_type{});
+    else
+      launch(__half{}, std::false_type{});
+  } else {
+    if (large_scores_mma)
+      launch(__nv_bfloat16{}, std::true_type{});
+    else
+      launch(__nv_bfloat16{}, std::false_type{});
+  }
   check_launch("backward D of rows with few keys");
 }
 
