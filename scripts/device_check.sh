@@ -4,7 +4,7 @@
 # dedicated binary, and a short benchmark of our kernels beside PyTorch's SDPA
 # backends; then print a summary table last. Full logs and JSON go to $OUT
 # (default results/device); at most 8 files, so the tool that fetches them gets all.
-#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles fa2lazy fa2tiles fa2full knobs sched seeds pytest profile suite decode probe"
+#   FLASHPP_DEVICE_STEPS  subset of "build test sanitize demo bench grid tiles bwdtiles fa2lazy fa2full knobs sched seeds pytest profile suite decode probe"
 #                         (default: build test sanitize demo bench profile)
 #   FLASHPP_DECODE_ARGS   arguments of the decode step's flashpp_decode_bench (default --quick)
 #   FLASHPP_PROBE         the probe step runs these scripts, in order (default scripts/device_probe.sh)
@@ -12,8 +12,6 @@
 #   FLASHPP_DEVICE_TUNING=1 builds the tile variants of the Hopper forward (FLASHPP_SM90_TUNING)
 #                         and of the FA2-class kernels (FLASHPP_SM80_TUNING; =sm80: only these); the tiles
 #                         and bwdtiles steps test, sanitize and time them
-#   fa2tiles              (tuning build) the FA2-class forward's tile variant 1 (head dim 256) forced:
-#                         forward tests and memcheck/racecheck with it, then both timed on the d 256 grid
 #   fa2full               (tuning build) the FA2-class forward with checked K/V copies (FLASHPP_SM80_FWD_FULL_COPY=0)
 #                         against the default full-tile copies, timed on the forward grid
 #   fa2lazy               (tuning build) the FA2-class forward with the lazy O rescale forced
@@ -252,18 +250,6 @@ if has_step fa2lazy; then
   test_forced "fa2 lazy test" "$out/fa2lazy.log" test_cuda_forward "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=1
   sanitize_forced "fa2 lazy" "$out/fa2lazy.log" lazy "memcheck racecheck" "${fa2[@]}" FLASHPP_SM80_FWD_LAZY=1
   time_fa2_forced fa2lazy FLASHPP_SM80_FWD_LAZY ""
-fi
-
-if has_step fa2tiles; then
-  # Forward tile variant 1 (head dim 256: 64 rows, 4 warps, single K/V buffers, two
-  # blocks per SM; src/cuda/sm80/tile_configs.hpp): forward tests and sanitizers with it
-  # forced, then both variants on the grid's head dim 256 rows.
-  echo "== FA2-class forward, forced tile variant 1 (tuning build) =="
-  : >"$out/fa2tiles.log"
-  fa2=(FLASHPP_CUDA_FORWARD_FAMILY=sm80)
-  test_forced "fa2 tiles test" "$out/fa2tiles.log" test_cuda_forward "${fa2[@]}" FLASHPP_SM80_FWD_TILES=1
-  sanitize_forced "fa2 tiles" "$out/fa2tiles.log" "variant 1" "memcheck racecheck" "${fa2[@]}" FLASHPP_SM80_FWD_TILES=1
-  time_fa2_forced fa2tiles FLASHPP_SM80_FWD_TILES "--hdim 256"
 fi
 
 if has_step fa2full; then

@@ -1,7 +1,6 @@
 #pragma once
 // FA2-class forward kernel: one block per (query block, head, batch). The Q tile stays
-// in shared memory; K/V tiles stream through a two-stage cp.async ring (or, with
-// single buffers, K's load overlaps PV and V's overlaps QK^T), walking from
+// in shared memory; K/V tiles stream through a two-stage cp.async ring, walking from
 // the last visible key tile to the first so that the tiles that need masks (the
 // diagonal for causal, the sequence end) come first and the rest run unmasked.
 // S and P live in registers; normalization happens once at the end.
@@ -23,28 +22,27 @@
 
 namespace flashpp::cuda::sm80 {
 
-template <int D, int V = 0>
+template <int D>
 struct FwdSmem {
-  static constexpr FwdTiles kT = fwd_tiles(D, V);
+  static constexpr FwdTiles kT = fwd_tiles(D);
   using QTile = SmemTile<kT.block_m, D>;
   using KVTile = SmemTile<kT.block_n, D>;
   alignas(128) unsigned char q[QTile::kBytes];
-  alignas(128) unsigned char k[kT.kv_stages][KVTile::kBytes];
-  alignas(128) unsigned char v[kT.kv_stages][KVTile::kBytes];
+  alignas(128) unsigned char k[2][KVTile::kBytes];
+  alignas(128) unsigned char v[2][KVTile::kBytes];
 };
 
 // Lazy: rescale O only when a row's max has grown past the online softmax's
-// slack (OnlineSoftmax::update_lazy; fwd_lazy_rescale says where). V: the tile
-// variant (tile_configs.hpp). FullKV: full K/V tiles take the copy path without
-// bounds or zero fill (fwd_full_tile_copies says where).
-template <typename T, int D, bool Lazy = false, int V = 0, bool FullKV = false>
-__global__ void __launch_bounds__(fwd_tiles(D, V).warps * 32, fwd_min_blocks(fwd_tiles(D, V)))
-    fwd_kernel(const __grid_constant__ AttnParams p) {
-  constexpr FwdTiles kT = fwd_tiles(D, V);
-  constexpr bool kRing = kT.kv_stages == 2;
+// slack (OnlineSoftmax::update_lazy; fwd_lazy_rescale says where). FullKV: full
+// K/V tiles take the copy path without bounds or zero fill (fwd_full_tile_copies
+// says where). The launch bounds' explicit one block per SM is what was measured:
+// ptxas allocates registers differently without it.
+template <typename T, int D, bool Lazy = false, bool FullKV = false>
+__global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const __grid_constant__ AttnParams p) {
+  constexpr FwdTiles kT = fwd_tiles(D);
   constexpr int BM = kT.block_m, BN = kT.block_n, MT = kT.m_tiles, THREADS = kT.warps * 32;
   constexpr int NS = BN / 8, NO = D / 8;
-  using Smem = FwdSmem<D, V>;
+  using Smem = FwdSmem<D>;
   using QTile = typename Smem::QTile;
   using KVTile = typename Smem::KVTile;
   static_assert(sizeof(Smem) == fwd_smem_bytes(kT), "shared-memory struct must match the tile table");
@@ -85,18 +83,18 @@ __global__ void __launch_bounds__(fwd_tiles(D, V).warps * 32, fwd_min_blocks(fwd
   auto load_k = [&](int n, int stage) {
     const int n0 = n * BN;
     copy_tile_async<KVTile, THREADS, FullKV>(k_s + stage * KVTile::kBytes, k_ptr + std::int64_t(n0) * p.k_row_stride,
-                                     p.k_row_stride, min(BN, seq.len_k - n0), p.head_dim, tid);
+                                             p.k_row_stride, min(BN, seq.len_k - n0), p.head_dim, tid);
   };
   auto load_v = [&](int n, int stage) {
     const int n0 = n * BN;
     copy_tile_async<KVTile, THREADS, FullKV>(v_s + stage * KVTile::kBytes, v_ptr + std::int64_t(n0) * p.v_row_stride,
-                                     p.v_row_stride, min(BN, seq.len_k - n0), p.head_dim_v, tid);
+                                             p.v_row_stride, min(BN, seq.len_k - n0), p.head_dim_v, tid);
   };
 
   copy_tile_async<QTile, THREADS>(q_s, q_ptr, p.q_row_stride, rows_q, p.head_dim, tid);
   if (n_hi > n_lo) {
     load_k(n_hi - 1, 0);
-    if constexpr (kRing) load_v(n_hi - 1, 0);
+    load_v(n_hi - 1, 0);
   }
   ptx::cp_async_commit_group();
 
@@ -107,19 +105,14 @@ __global__ void __launch_bounds__(fwd_tiles(D, V).warps * 32, fwd_min_blocks(fwd
   softmax.init();
 
   for (int n = n_hi - 1, it = 0; n >= n_lo; --n, ++it) {
-    const int stage = kRing ? (it & 1) : 0;
+    const int stage = it & 1;
     ptx::cp_async_wait_group<0>();
-    // Ring: tile n has landed for every thread, and every warp is done with tile n+1,
-    // whose stage the next prefetch overwrites. Single buffers: K(n) has landed and
-    // every warp is done with V(n+1), which V(n) replaces.
+    // Tile n has landed for every thread, and every warp is done with tile n+1,
+    // whose stage the next prefetch overwrites.
     __syncthreads();
-    if constexpr (kRing) {
-      if (n > n_lo) {
-        load_k(n - 1, stage ^ 1);
-        load_v(n - 1, stage ^ 1);
-      }
-    } else {
-      load_v(n, 0);
+    if (n > n_lo) {
+      load_k(n - 1, stage ^ 1);
+      load_v(n - 1, stage ^ 1);
     }
     ptx::cp_async_commit_group();
 
@@ -151,13 +144,6 @@ __global__ void __launch_bounds__(fwd_tiles(D, V).warps * 32, fwd_min_blocks(fwd
 
     std::uint32_t pa[MT][NS / 2][4];
     acc_to_a<T>(pa, s);
-    if constexpr (!kRing) {
-      ptx::cp_async_wait_group<0>();
-      // V(n) has landed for every thread; every warp is done with K(n).
-      __syncthreads();
-      if (n > n_lo) load_k(n - 1, 0);
-      ptx::cp_async_commit_group();
-    }
     gemm_rs<T, KVTile, Major::km, MT, NO, NS / 2>(o, pa, v_s + stage * KVTile::kBytes, 0, 0, lane);
   }
 

@@ -21,43 +21,36 @@ inline constexpr bool kTuningBuild = true;
 inline constexpr bool kTuningBuild = false;
 #endif
 
-// Forward kernels a build compiles: the head dim's rules (rescale, full-tile copies)
-// with tile variant 0, and in tuning builds every combination.
-template <int D, bool Lazy, int V, bool FullKV>
+// Forward kernels a build compiles: the head dim's rules (rescale, full-tile copies),
+// and in tuning builds every combination.
+template <int D, bool Lazy, bool FullKV>
 inline constexpr bool kFwdCompiled =
-    fwd_has_variant(D, V) &&
-    ((Lazy == fwd_lazy_rescale(D) && V == 0 && FullKV == fwd_full_tile_copies(D)) || kTuningBuild);
+    (Lazy == fwd_lazy_rescale(D) && FullKV == fwd_full_tile_copies(D)) || kTuningBuild;
 
-template <typename T, int D, bool Lazy, int V, bool FullKV>
+template <typename T, int D, bool Lazy, bool FullKV>
 void launch_fwd_kernel(const AttnParams& p, const LaunchArgs& a) {
-  constexpr FwdTiles t = fwd_tiles(D, V);
+  constexpr FwdTiles t = fwd_tiles(D);
   const dim3 grid(blocks(p.seqlen_q, t.block_m), p.heads_q, p.batch);
-  launch_kernel(fwd_kernel<T, D, Lazy, V, FullKV>, grid, t.warps * 32, sizeof(FwdSmem<D, V>), a.stream,
+  launch_kernel(fwd_kernel<T, D, Lazy, FullKV>, grid, t.warps * 32, sizeof(FwdSmem<D>), a.stream,
                 Lazy ? "forward kernel (lazy rescale)" : "forward kernel", p);
 }
 
-// The forward for this call: the head dim's rules and tile variant 0, or what
-// FLASHPP_SM80_FWD_LAZY=0|1, FLASHPP_SM80_FWD_TILES=0|1 and FLASHPP_SM80_FWD_FULL_COPY=0|1
-// force in a tuning build (read per call, so one benchmark process can compare them).
+// The forward for this call: the head dim's rules, or what FLASHPP_SM80_FWD_LAZY=0|1
+// and FLASHPP_SM80_FWD_FULL_COPY=0|1 force in a tuning build (read per call, so one
+// benchmark process can compare them).
 template <typename T, int D>
 void launch_fwd(const AttnParams& p, const LaunchArgs& a) {
-  int variant = 0;
   bool lazy = fwd_lazy_rescale(D), full = fwd_full_tile_copies(D);
   if constexpr (kTuningBuild) {
     const int l = forced_variant("FLASHPP_SM80_FWD_LAZY", 2);
     if (l >= 0) lazy = l == 1;
-    const int v = forced_variant("FLASHPP_SM80_FWD_TILES", kFwdVariants);
-    if (v >= 0 && fwd_has_variant(D, v)) variant = v;
     const int f = forced_variant("FLASHPP_SM80_FWD_FULL_COPY", 2);
     if (f >= 0) full = f == 1;
   }
   with_variant<2>(int(lazy), [&](auto l) {
-    with_variant<kFwdVariants>(variant, [&](auto v) {
-      with_variant<2>(int(full), [&](auto f) {
-        constexpr bool kL = decltype(l)::value == 1, kF = decltype(f)::value == 1;
-        constexpr int kV = decltype(v)::value;
-        if constexpr (kFwdCompiled<D, kL, kV, kF>) launch_fwd_kernel<T, D, kL, kV, kF>(p, a);
-      });
+    with_variant<2>(int(full), [&](auto f) {
+      constexpr bool kL = decltype(l)::value == 1, kF = decltype(f)::value == 1;
+      if constexpr (kFwdCompiled<D, kL, kF>) launch_fwd_kernel<T, D, kL, kF>(p, a);
     });
   });
 }
@@ -103,7 +96,7 @@ void launch_bwd_dq(const AttnParams& p, const LaunchArgs& a) {
 
 template <typename T, int D>
 cudaError_t fwd_attributes(cudaFuncAttributes* attr) {
-  return cudaFuncGetAttributes(attr, fwd_kernel<T, D, fwd_lazy_rescale(D), 0, fwd_full_tile_copies(D)>);
+  return cudaFuncGetAttributes(attr, fwd_kernel<T, D, fwd_lazy_rescale(D), fwd_full_tile_copies(D)>);
 }
 template <typename T, int D>
 cudaError_t bwd_attributes(cudaFuncAttributes* attr) { return cudaFuncGetAttributes(attr, bwd_kernel<T, D>); }
@@ -112,7 +105,6 @@ cudaError_t bwd_dq_attributes(cudaFuncAttributes* attr) { return cudaFuncGetAttr
 
 template <typename T, int D>
 KernelEntry fwd_entry() {
-  // Variant 0's shared memory (as for the backward below).
   return {80, Pass::forward, elem_type_of<T>(), D, sizeof(FwdSmem<D>), &launch_fwd<T, D>, &fwd_attributes<T, D>};
 }
 template <typename T, int D>

@@ -25,25 +25,11 @@ struct FwdTiles {
   int block_n;    // keys per K/V tile
   int warps;      // each warp owns m_tiles * 16 query rows
   int m_tiles;
-  int kv_stages = 2;  // K/V buffers: 2 (a ring) or 1 (K and V loads overlap the other's product)
 };
 
-// Variants: 0 is what the library runs. Tuning builds (-DFLASHPP_SM80_TUNING=ON)
-// also compile variant 1 where a head dim has one, and FLASHPP_SM80_FWD_TILES=1
-// forces it.
-//  - head dim 256, variant 1: 64 query rows, 4 warps and single K and V buffers (the
-//    V load overlaps S = QK^T and the softmax, the next K load overlaps PV), 96 KiB, so
-//    two blocks share an SM and one's barriers hide behind the other's products;
-//    variant 0 (128 rows, 8 warps, a two-stage ring, 192 KiB) has one block per SM.
-inline constexpr int kFwdVariants = 2;
-
-constexpr FwdTiles fwd_tiles(int d, int variant = 0) {
-  if (variant == 1) {
-    switch (d) {
-      case 256: return {256, 64, 64, 4, 1, 1};
-      default: return {0, 0, 0, 0, 0};
-    }
-  }
+// (A head-dim-256 variant with 64 rows, 4 warps and single K/V buffers, two blocks per
+// SM, measured 1-4% slower without a mask on an H100 and was removed; docs/tuning.md.)
+constexpr FwdTiles fwd_tiles(int d) {
   switch (d) {
     case 32: return {32, 128, 64, 4, 2};
     case 64: return {64, 128, 64, 4, 2};
@@ -54,8 +40,6 @@ constexpr FwdTiles fwd_tiles(int d, int variant = 0) {
     default: return {0, 0, 0, 0, 0};
   }
 }
-
-constexpr bool fwd_has_variant(int d, int variant) { return fwd_tiles(d, variant).head_dim != 0; }
 
 // Whether the forward skips the O rescale while no row max has grown past the
 // online softmax's slack (OnlineSoftmax::update_lazy). Same-run on an H100 it won
@@ -70,17 +54,14 @@ constexpr bool fwd_lazy_rescale(int d) { return d == 128; }
 // flavours free of spills with it.
 constexpr bool fwd_full_tile_copies(int) { return true; }
 
-// Q tile plus kv_stages K and V tiles each.
+// Q tile plus double-buffered K and V tiles.
 constexpr std::size_t fwd_smem_bytes(const FwdTiles& t) {
-  return std::size_t(2) * t.head_dim * (t.block_m + 2 * t.kv_stages * t.block_n);
+  return std::size_t(2) * t.head_dim * (t.block_m + 2 * 2 * t.block_n);
 }
-
-// Blocks per SM the launch bounds ask for: two for the single-buffer tiles.
-constexpr int fwd_min_blocks(const FwdTiles& t) { return t.kv_stages == 1 ? 2 : 1; }
 
 constexpr bool fwd_row_ok(const FwdTiles& t) {
   return t.block_m == t.warps * 16 * t.m_tiles && t.block_n % 16 == 0 && t.head_dim % 32 == 0 &&
-         (t.kv_stages == 1 || t.kv_stages == 2) && fwd_smem_bytes(t) * fwd_min_blocks(t) <= kSmemLimit;
+         fwd_smem_bytes(t) <= kSmemLimit;
 }
 
 // ---- backward: one block per (key block, kv head, batch) ----
@@ -174,7 +155,6 @@ static_assert(fwd_row_ok(fwd_tiles(96)));
 static_assert(fwd_row_ok(fwd_tiles(128)));
 static_assert(fwd_row_ok(fwd_tiles(192)));
 static_assert(fwd_row_ok(fwd_tiles(256)));
-static_assert(fwd_row_ok(fwd_tiles(256, 1)));
 static_assert(bwd_row_ok(bwd_tiles(32)));
 static_assert(bwd_row_ok(bwd_tiles(64)));
 static_assert(bwd_row_ok(bwd_tiles(96)));
