@@ -1,10 +1,7 @@
 #include "cuda/sm80/bwd_prep.hpp"
 
-#include <cstdlib>
-#include <cstring>
-#include <type_traits>
-
 #include "cuda/check.hpp"
+#include "cuda/launch_common.cuh"
 #include "cuda/sm80/bwd_prep.cuh"
 #include "cuda/sm80/bwd_short_rows.cuh"
 
@@ -38,24 +35,20 @@ void launch_short_row_dsum(const AttnParams& p, float* dsum, std::int64_t total_
   const std::int64_t pairs = total_rows * p.heads_q;
   if (pairs == 0) return;
   const unsigned grid = unsigned((pairs + kShortRowWarps - 1) / kShortRowWarps);
-  // Read per call, so one process can compare both (bwd_short_rows.cuh).
-  const char* mma = std::getenv("FLASHPP_BWD_SHORT_ROW_MMA");
-  const bool large_scores_mma = mma != nullptr && std::strcmp(mma, "1") == 0;
-  auto launch = [&](auto tag, auto mma_flag) {
-    using T = decltype(tag);
-    short_row_dsum_kernel<T, decltype(mma_flag)::value><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
+  // FLASHPP_BWD_SHORT_ROW_MMA=1 (read per call, so one process can compare both):
+  // rows with large scores sum in mma order (bwd_short_rows.cuh).
+  const bool large_scores_mma = forced_variant("FLASHPP_BWD_SHORT_ROW_MMA", 2) == 1;
+  auto launch = [&](auto element) {
+    using T = decltype(element);
+    if (large_scores_mma)
+      short_row_dsum_kernel<T, true><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
+    else
+      short_row_dsum_kernel<T, false><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
   };
-  if (p.dtype == ElemType::f16) {
-    if (large_scores_mma)
-      launch(__half{}, std::true_type{});
-    else
-      launch(__half{}, std::false_type{});
-  } else {
-    if (large_scores_mma)
-      launch(__nv_bfloat16{}, std::true_type{});
-    else
-      launch(__nv_bfloat16{}, std::false_type{});
-  }
+  if (p.dtype == ElemType::f16)
+    launch(__half{});
+  else
+    launch(__nv_bfloat16{});
   check_launch("backward D of rows with few keys");
 }
 

@@ -97,7 +97,7 @@ __device__ __forceinline__ float dot8(const float (&a)[8], const float (&b)[8]) 
 template <typename T>
 __device__ __forceinline__ void short_row_dsum_mma(const AttnParams& p, float* dsum, std::int64_t total_rows, int b,
                                                    const SeqRows& seq, int r, int h, const KeyBounds& kb, int n,
-                                                   int lane) {
+                                                   float lse2, const ScoreMap& smap, int lane) {
   constexpr int kTiles = kShortRowKeys / 8;
   const int g = lane >> 2, t4 = lane & 3;
   const int hk = h / p.gqa_ratio;
@@ -119,8 +119,6 @@ __device__ __forceinline__ void short_row_dsum_mma(const AttnParams& p, float* d
   // One n tile (8 keys) at a time, so the path needs few registers (it shares the
   // kernel's register budget with the fp32 walk); each score's k steps are the same
   // sequence either way.
-  const float lse2 = lse_to_log2(p.lse[b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + qrow], true);
-  const ScoreMap smap = ScoreMap::from(p);
   const bool fold = smap.folds();
   const int k_end = max(p.head_dim, p.head_dim_v);
   float d_acc = 0.f, l_acc = 0.f;
@@ -238,7 +236,8 @@ __global__ void __launch_bounds__(kShortRowThreads)
     }
   }
   if constexpr (kMmaLargeScores) {
-    if (warp_max(x_max) > kMmaScoreLimit) return short_row_dsum_mma<T>(p, dsum, total_rows, b, seq, r, h, kb, n, lane);
+    if (warp_max(x_max) > kMmaScoreLimit)
+      return short_row_dsum_mma<T>(p, dsum, total_rows, b, seq, r, h, kb, n, lse2, smap, lane);
   }
   const float d = warp_sum(d_acc), l = warp_sum(l_acc);
   if (lane == 0 && l > 0.f) dsum[std::int64_t(h) * total_rows + seq.q_global0 + r] = d / l;
