@@ -31,7 +31,8 @@
 #   FLASHPP_PROFILE_KERNELS kernel name patterns it profiles (default "fwd_kernel bwd_kernel")
 #   FLASHPP_PYTEST_ARGS   arguments of the pytest step (default: tests/python)
 #   seeds                 the forward and backward tests' sampled cases over seeds 1..FLASHPP_SEEDS (default 16),
-#                         failing cases with their seed in seeds.log
+#                         failing cases with their seed in seeds.log; FLASHPP_SEEDS_BWD_ENV="VAR=value ..."
+#                         runs the backward's sampled and edge cases over the seeds once more with it
 #   FLASHPP_SANITIZE_TOOLS compute-sanitizer tools of the sanitize step (default: memcheck racecheck synccheck)
 #   FLASHPP_GRID_PEERS=0  the grid step times ours only (no torch peers)
 #   FLASHPP_SUITE_ARGS    arguments of `python3 -m bench.suite run` (default --quick)
@@ -344,6 +345,20 @@ if has_step seeds; then
     done
     note "seeds $bin" "$fails of $runs seeds with a failing sampled case; seeds.log"
   done
+  if [ -n "${FLASHPP_SEEDS_BWD_ENV:-}" ]; then
+    # The backward's sampled and edge cases again, with one more environment setting.
+    fails=0 runs=0
+    for s in $(seq 1 "${FLASHPP_SEEDS:-16}"); do
+      runs=$((runs + 1))
+      if ! env $FLASHPP_SEEDS_BWD_ENV FLASHPP_TEST_SEED=$s timeout "$(allow 60)" "$build/tests/cuda/test_cuda_backward" \
+        --gtest_filter='Sampled/*:*Edge*' --gtest_brief=1 >/tmp/flashpp_seed.log 2>&1; then
+        fails=$((fails + 1))
+        { echo "== backward with $FLASHPP_SEEDS_BWD_ENV seed $s"; grep -E "^FAIL" /tmp/flashpp_seed.log | head -3; } \
+          >>"$out/seeds.log"
+      fi
+    done
+    note "seeds bwd + $FLASHPP_SEEDS_BWD_ENV" "$fails of $runs seeds with a failing case; seeds.log"
+  fi
 fi
 
 if has_step pytest; then

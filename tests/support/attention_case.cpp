@@ -258,6 +258,20 @@ std::vector<AttnCase> edge_cases(DType dtype) {
     c.seqlen_q = 63, c.seqlen_k = 130, c.q_magnitude = mag, c.heads_q = 2, c.heads_kv = 2;
     add(c);
   }
+  // Rows whose softmax sits on one key, among few keys (the backward's exact-D
+  // pass): the sampled cases that once missed the tolerance in dK had these shapes.
+  if (dtype != DType::f32) {
+    {
+      AttnCase c = base("large_logits_few_keys", dtype);
+      c.seqlen_q = 40, c.seqlen_k = 17, c.q_magnitude = 80, c.head_dim = c.head_dim_v = 192;
+      add(c);
+    }
+    {
+      AttnCase c = base("large_logits_65_keys_deterministic", dtype);
+      c.seqlen_q = 64, c.seqlen_k = 65, c.q_magnitude = 100, c.heads_q = 4, c.heads_kv = 2, c.deterministic = true;
+      add(c);
+    }
+  }
   {
     AttnCase c = base("large_logits_softcap", dtype);
     c.seqlen_q = 64, c.seqlen_k = 65, c.q_magnitude = 60, c.softcap = 1.0f, c.causal = true;

@@ -14,7 +14,23 @@ struct BwdArgs {
   // logical row width heads_q * D.
   float* dq_accum = nullptr;
   std::int64_t dq_accum_row_stride = 0;
+  // Concentrated rows (bwd_exact_d.cuh): the main kernel marks the groups of
+  // kHotGroupRows global query rows and key rows in which it saw a probability
+  // above the dtype's threshold, byte (h, row / kHotGroupRows) at
+  // h * hot_*_head_stride + row / kHotGroupRows, and sets *any_hot. The flag bytes
+  // (any_hot first) are flag_words 16-byte words at `flags`, cleared by the D pass.
+  // ddelta (indexed like dsum) gets exact D minus the D the main kernel used.
+  unsigned char* hot_q = nullptr;
+  std::int64_t hot_q_head_stride = 0;
+  unsigned char* hot_k = nullptr;
+  std::int64_t hot_k_head_stride = 0;
+  int* any_hot = nullptr;
+  void* flags = nullptr;
+  std::int64_t flag_words = 0;
+  float* ddelta = nullptr;
 };
+
+inline constexpr int kHotGroupRows = 16;
 
 // Index of logical element (row, col) of the dQ accumulator, width = heads_q * D: 8 x 8
 // blocks, row-major inside a block, blocks row-major. Lane l of an m16n8 mma fragment

@@ -2,6 +2,8 @@
 // Deterministic dQ: one block per (query block, head, batch) walks the visible key
 // tiles like the forward pass, recomputes P and dS in registers and accumulates
 // dQ = dS K in registers, so dQ is written once, without atomics, in a fixed order.
+// The ExactD instantiation is the exact-D pass of bwd_exact_d.cuh: the same walk over
+// the key tiles of marked query blocks, forming D = sum P dP / sum P instead of dQ.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -17,6 +19,7 @@
 #include "cuda/common/warp_gemm.cuh"
 #include "cuda/ptx/cp_async.cuh"
 #include "cuda/sm80/bwd_args.hpp"
+#include "cuda/sm80/bwd_exact_d.cuh"
 #include "cuda/sm80/tile_configs.hpp"
 
 namespace flashpp::cuda::sm80 {
@@ -32,7 +35,7 @@ struct DqSmem {
   alignas(128) unsigned char v[2][KVTile::kBytes];
 };
 
-template <typename T, int D>
+template <typename T, int D, bool ExactD = false>
 __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
     bwd_dq_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdArgs a) {
   constexpr DqTiles kT = dq_tiles(D);
@@ -51,6 +54,10 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
   const int m0 = m_block * BM;
   if (m0 >= seq.len_q) return;
   const int rows_q = min(BM, seq.len_q - m0);
+  if constexpr (ExactD) {
+    if (*a.any_hot == 0) return;
+    if (!any_group_marked(a.hot_q + std::int64_t(h) * a.hot_q_head_stride, seq.q_global0 + m0, rows_q)) return;
+  }
   const int hk = h / p.gqa_ratio;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
@@ -107,6 +114,70 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
   float dq[1][NO][4];
   zero(dq);
 
+  // ExactD: S^T = K Q^T and dP^T = V dO^T as the main kernel forms them (keys as the
+  // mma's rows), so each P and dP is bitwise the one it used. A lane holds queries
+  // wrow + 8 nt + 2 t4 + e, keys g + 8 hh of each 16-key slice.
+  constexpr int MK = BN / 16;
+  ShiftedSum dsum_x[ExactD ? 2 : 1][2];
+  float l2c[ExactD ? 2 : 1][2];
+  if constexpr (ExactD) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = wrow + nt * 8 + 2 * t4 + e;
+        const bool valid = r < rows_q;
+        const float lse =
+            valid ? p.lse[b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + seq.q0 + m0 + r] : 0.f;
+        l2c[nt][e] = lse_to_log2(lse, valid);
+      }
+  }
+  auto exact_d_tile = [&](int n, int stage) {
+    float st[MK][2][4], dpt[MK][2][4];
+    zero(st);
+    zero(dpt);
+    gemm_ss<T, KVTile, Major::mk, QTile, Major::mk, MK, 2, D / 16>(st, k_s + stage * KVTile::kBytes, 0, 0, q_s, wrow,
+                                                                   0, lane);
+    gemm_ss<T, KVTile, Major::mk, QTile, Major::mk, MK, 2, D / 16>(dpt, v_s + stage * KVTile::kBytes, 0, 0, do_s,
+                                                                   wrow, 0, lane);
+    const bool fold = smap.folds();
+    if (!fold) smap.apply(st);
+    const int n0 = n * BN;
+    if (tile_needs_mask(m0, rows_q, n0, BN, seq, wl, wr)) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const KeyBounds r = key_bounds(m0 + wrow + nt * 8 + 2 * t4 + e, seq, wl, wr);
+#pragma unroll
+          for (int mt = 0; mt < MK; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+              if (!r.has(n0 + mt * 16 + g + 8 * hh)) st[mt][nt][2 * hh + e] = -INFINITY;
+        }
+    }
+    const float mul = fold ? smap.log2sc : 1.f;
+    auto accumulate = [&](auto capped) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+#pragma unroll
+          for (int mt = 0; mt < MK; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              float unused = 0.f;
+              const float pr = prob_and_grad<decltype(capped)::value>(st[mt][nt][2 * hh + e], mul, l2c[nt][e], 0.f,
+                                                                      unused, smap);
+              dsum_x[nt][e].add(pr, dpt[mt][nt][2 * hh + e]);
+            }
+    };
+    if (smap.capped)
+      accumulate(std::true_type{});
+    else
+      accumulate(std::false_type{});
+  };
+
   for (int n = n_hi - 1, it = 0; n >= n_lo; --n, ++it) {
     const int stage = it & 1;
     ptx::cp_async_wait_group<0>();
@@ -114,6 +185,9 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
     if (n > n_lo) load_kv(n - 1, stage ^ 1);
     ptx::cp_async_commit_group();
 
+    if constexpr (ExactD) {
+      exact_d_tile(n, stage);
+    } else {
     float s[1][NS][4], dp[1][NS][4];
     zero(s);
     zero(dp);
@@ -153,9 +227,35 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
     std::uint32_t dsa[1][NS / 2][4];
     acc_to_a<T>(dsa, s);
     gemm_rs<T, KVTile, Major::km, 1, NO, NS / 2>(dq, dsa, k_s + stage * KVTile::kBytes, 0, 0, lane);
+    }
   }
 
   ptx::cp_async_wait_group<0>();  // no copy may still target shared memory at exit
+
+  if constexpr (ExactD) {
+    // The four lanes of a query column (same t4, g = 0..7) merge; lane g = 0 writes.
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int mask = 4; mask < 32; mask <<= 1) dsum_x[nt][e].merge(dsum_x[nt][e].shuffled_xor(mask));
+    if (g == 0) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int r = wrow + nt * 8 + 2 * t4 + e;
+          if (r >= rows_q) continue;
+          const std::int64_t at = std::int64_t(h) * a.dsum_head_stride + seq.q_global0 + m0 + r;
+          const float used = a.dsum[at];
+          const float exact = dsum_x[nt][e].value(used);
+          a.dsum[at] = exact;
+          a.ddelta[at] = exact - used;
+        }
+    }
+    return;
+  }
 
   T* dq_ptr = static_cast<T*>(p.dq) + b * p.dq_batch_stride + (seq.q0 + m0) * p.dq_row_stride +
               std::int64_t(h) * p.dq_head_stride;

@@ -9,6 +9,8 @@
 //   B: dV += P^T dO, dK += dS^T Q   (warps tile keys x dims)
 //   C: dQ_partial = dS K -> fp32 atomics into the workspace (warps tile queries x dims),
 //      skipped in deterministic mode, where bwd_dq_kernel computes dQ instead.
+// Phase A also marks rows and keys whose P exceeds hot_probability<T>(); the Fix
+// instantiation is the second pass of bwd_exact_d.cuh over the marked key blocks.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -25,6 +27,7 @@
 #include "cuda/ptx/cp_async.cuh"
 #include "cuda/ptx/red.cuh"
 #include "cuda/sm80/bwd_args.hpp"
+#include "cuda/sm80/bwd_exact_d.cuh"
 #include "cuda/sm80/tile_configs.hpp"
 
 namespace flashpp::cuda::sm80 {
@@ -45,8 +48,10 @@ struct BwdSmem {
   alignas(16) float dsum[2][kT.block_m];
 };
 
-// V: the tile variant (tile_configs.hpp).
-template <typename T, int D, int V = 0>
+// V: the tile variant (tile_configs.hpp). Fix: the fix pass of bwd_exact_d.cuh
+// (dK of a marked key block redone with the exact D, overwritten; -P * ddelta K into
+// the dQ accumulator on steps with marked rows; dV left as written).
+template <typename T, int D, int V = 0, bool Fix = false>
 __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
     bwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdArgs a) {
   constexpr BwdTiles kT = bwd_tiles(D, V);
@@ -70,6 +75,12 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
   const int n0 = n_block * BN;
   if (n0 >= seq.len_k) return;
   const int rows_k = min(BN, seq.len_k - n0);
+  // Global key row of n0 (the row dimension of a varlen k, b * seqlen_k + n0 otherwise).
+  const std::int64_t k_row0 = (p.cu_seqlens_k != nullptr ? seq.k0 : std::int64_t(b) * p.seqlen_k) + n0;
+  if constexpr (Fix) {
+    if (*a.any_hot == 0) return;
+    if (!any_group_marked(a.hot_k + std::int64_t(hk) * a.hot_k_head_stride, k_row0, rows_k)) return;
+  }
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   const int wl = p.window_left, wr = p.window_right;
@@ -82,6 +93,13 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
   const int m_lo = int(q_lo / BM);
   const int n_m = q_hi > q_lo ? int((q_hi + BM - 1) / BM) - m_lo : 0;
   const int steps = n_m * p.gqa_ratio;
+  // Fix: whether step i has marked rows (its ddelta may be nonzero).
+  auto step_marked = [&](int i) {
+    const int h = hk * p.gqa_ratio + i / n_m;
+    const int m0 = (m_lo + i % n_m) * BM;
+    return any_group_marked(a.hot_q + std::int64_t(h) * a.hot_q_head_stride, seq.q_global0 + m0,
+                            min(BM, seq.len_q - m0));
+  };
 
   const std::uint32_t k_s = ptx::smem_u32(sm.k), v_s = ptx::smem_u32(sm.v);
   const std::uint32_t q_s = ptx::smem_u32(sm.q[0]), do_s = ptx::smem_u32(sm.dout[0]);
@@ -163,7 +181,10 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
           }
       }
       const float mul = fold ? smap.log2sc : 1.f;
-    auto elementwise = [&](auto capped) {
+      // Fix: the dQ correction -P * ddelta (times the softcap's derivative), kept in
+      // the P^T tile, which this pass does not need for dV.
+      float dsd[Fix ? MA : 1][Fix ? NA : 1][4];
+      auto elementwise = [&](auto capped) {
 #pragma unroll
         for (int nt = 0; nt < NA; ++nt)
 #pragma unroll
@@ -171,18 +192,58 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
             const int ql = qa * QA + nt * 8 + 2 * t4 + e;
             const float l2 = lse_to_log2(sm.lse[stage][ql], ql < rows);
             const float dd = sm.dsum[stage][ql];
+            [[maybe_unused]] float delta = 0.f;
+            if constexpr (Fix)
+              if (ql < rows) delta = a.ddelta[std::int64_t(h) * a.dsum_head_stride + seq.q_global0 + m0 + ql];
 #pragma unroll
             for (int mt = 0; mt < MA; ++mt)
 #pragma unroll
-              for (int hh = 0; hh < 2; ++hh)
+              for (int hh = 0; hh < 2; ++hh) {
+                if constexpr (Fix) {
+                  float zero_dp = 0.f;
+                  prob_and_grad<decltype(capped)::value>(st[mt][nt][2 * hh + e], mul, l2, delta, zero_dp, smap);
+                  dsd[mt][nt][2 * hh + e] = zero_dp;
+                }
                 st[mt][nt][2 * hh + e] = prob_and_grad<decltype(capped)::value>(st[mt][nt][2 * hh + e], mul, l2, dd,
                                                                                  dpt[mt][nt][2 * hh + e], smap);
+              }
           }
       };
       if (smap.capped)
         elementwise(std::true_type{});
       else
         elementwise(std::false_type{});
+      if constexpr (!Fix) {
+        // Mark rows and keys of probabilities above the threshold (bwd_exact_d.cuh):
+        // one max per probability, the marking itself only on the rare hot rows.
+        constexpr float kHot = hot_probability<T>();
+#pragma unroll
+        for (int nt = 0; nt < NA; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float row_max = 0.f;
+#pragma unroll
+            for (int mt = 0; mt < MA; ++mt)
+#pragma unroll
+              for (int hh = 0; hh < 2; ++hh) row_max = fmaxf(row_max, st[mt][nt][2 * hh + e]);
+            // A row that sees a single key has O = that key's v exactly, and the D
+            // pass's mma-order D equals its dP already: nothing to mark.
+            const int ql = qa * QA + nt * 8 + 2 * t4 + e;
+            const KeyBounds kb = row_max > kHot ? key_bounds(m0 + ql, seq, wl, wr) : KeyBounds{0, 0};
+            if (kb.hi - kb.lo > 1) {
+              const std::int64_t row = seq.q_global0 + m0 + ql;
+              a.hot_q[std::int64_t(h) * a.hot_q_head_stride + row / kHotGroupRows] = 1;
+              *a.any_hot = 1;
+#pragma unroll
+              for (int mt = 0; mt < MA; ++mt)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh)
+                  if (st[mt][nt][2 * hh + e] > kHot)
+                    a.hot_k[std::int64_t(hk) * a.hot_k_head_stride +
+                            (k_row0 + ka * KA + mt * 16 + g + 8 * hh) / kHotGroupRows] = 1;
+            }
+          }
+      }
 #pragma unroll
       for (int mt = 0; mt < MA; ++mt)
 #pragma unroll
@@ -192,8 +253,12 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
             const int r = ka * KA + mt * 16 + g + 8 * hh;
             const int c = qa * QA + nt * 8 + 2 * t4;
             const std::uint32_t off = PTile::offset(r, c >> 3) + (c & 7) * 2;
-            *reinterpret_cast<std::uint32_t*>(sm.pt + off) =
-                Element<T>::pack(st[mt][nt][2 * hh], st[mt][nt][2 * hh + 1]);
+            if constexpr (Fix)
+              *reinterpret_cast<std::uint32_t*>(sm.pt + off) =
+                  Element<T>::pack(dsd[mt][nt][2 * hh], dsd[mt][nt][2 * hh + 1]);
+            else
+              *reinterpret_cast<std::uint32_t*>(sm.pt + off) =
+                  Element<T>::pack(st[mt][nt][2 * hh], st[mt][nt][2 * hh + 1]);
             *reinterpret_cast<std::uint32_t*>(sm.dst + off) =
                 Element<T>::pack(dpt[mt][nt][2 * hh], dpt[mt][nt][2 * hh + 1]);
           }
@@ -201,14 +266,16 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
     __syncthreads();
 
     // ---- B: dV += P^T dO, dK += dS^T Q for keys kb*KB.., dims db*DB.. ----
-    gemm_ss<T, PTile, Major::mk, QTile, Major::km, MB, NB, BM / 16>(dv_acc, pt_s, kb * KB, 0, dost, db * DB, 0, lane);
+    if constexpr (!Fix)
+      gemm_ss<T, PTile, Major::mk, QTile, Major::km, MB, NB, BM / 16>(dv_acc, pt_s, kb * KB, 0, dost, db * DB, 0, lane);
     gemm_ss<T, PTile, Major::mk, QTile, Major::km, MB, NB, BM / 16>(dk_acc, dst_s, kb * KB, 0, qst, db * DB, 0, lane);
 
-    // ---- C: dQ += dS K for queries qc*QC.., dims dc*DC.. ----
-    if (!p.deterministic) {
+    // ---- C: dQ += dS K for queries qc*QC.., dims dc*DC.. (Fix: the correction, where marked) ----
+    if (!p.deterministic && (!Fix || step_marked(i))) {
       float dq[MC][NC][4];
       zero(dq);
-      gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NC, BN / 16>(dq, dst_s, qc * QC, 0, k_s, dc * DC, 0, lane);
+      gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NC, BN / 16>(dq, Fix ? pt_s : dst_s, qc * QC, 0, k_s, dc * DC,
+                                                                      0, lane);
       // Unconditional reductions: a bounds check around each one compiles to a
       // branch with its own reconvergence point (32 per step at head dim 256). Full
       // steps need no check; on a partial one, rows past its end and columns past
@@ -260,7 +327,7 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
         if (col < p.head_dim)
           *reinterpret_cast<std::uint32_t*>(dk_ptr + std::int64_t(r) * p.dk_row_stride + col) =
               Element<T>::pack(dk_acc[mt][nt][2 * hh] * p.scale, dk_acc[mt][nt][2 * hh + 1] * p.scale);
-        if (col < p.head_dim_v)
+        if (!Fix && col < p.head_dim_v)
           *reinterpret_cast<std::uint32_t*>(dv_ptr + std::int64_t(r) * p.dv_row_stride + col) =
               Element<T>::pack(dv_acc[mt][nt][2 * hh], dv_acc[mt][nt][2 * hh + 1]);
       }

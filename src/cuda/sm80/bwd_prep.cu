@@ -14,15 +14,15 @@ unsigned blocks_for(std::int64_t work) { return unsigned((work + kThreads - 1) /
 
 }  // namespace
 
-void launch_dot_do_o(const AttnParams& p, float* dsum, std::int64_t total_rows, cudaStream_t stream) {
+void launch_dot_do_o(const AttnParams& p, const BwdArgs& a, std::int64_t total_rows, cudaStream_t stream) {
   const std::int64_t pairs = total_rows * p.heads_q;
   if (pairs == 0) return;
   constexpr std::int64_t kPairsPerBlock = kDotWarps * kDotPairsPerWarp;
   const unsigned grid = unsigned((pairs + kPairsPerBlock - 1) / kPairsPerBlock);
   if (p.dtype == ElemType::f16)
-    dot_do_o_kernel<__half><<<grid, kDotWarps * 32, 0, stream>>>(p, dsum, total_rows);
+    dot_do_o_kernel<__half><<<grid, kDotWarps * 32, 0, stream>>>(p, a, total_rows);
   else
-    dot_do_o_kernel<__nv_bfloat16><<<grid, kDotWarps * 32, 0, stream>>>(p, dsum, total_rows);
+    dot_do_o_kernel<__nv_bfloat16><<<grid, kDotWarps * 32, 0, stream>>>(p, a, total_rows);
   check_launch("backward D = rowsum(dO * O)");
 }
 
@@ -31,19 +31,16 @@ void launch_dot_do_o(const AttnParams& p, float* dsum, std::int64_t total_rows, 
 // checks its row; most return at once.
 void launch_short_row_dsum(const AttnParams& p, float* dsum, std::int64_t total_rows, cudaStream_t stream) {
   if (p.partial_keys) return;  // O covers keys this call does not see: D must come from O
+  // FLASHPP_BWD_SHORT_ROWS=0 skips the pass (read per call: measures what it still
+  // adds over the exact-D pass of bwd_exact_d.cuh).
+  if (forced_variant("FLASHPP_BWD_SHORT_ROWS", 2) == 0) return;
   if (p.cu_seqlens_q == nullptr && !has_window(p.window_left, p.window_right) && p.seqlen_k > kShortRowKeys) return;
   const std::int64_t pairs = total_rows * p.heads_q;
   if (pairs == 0) return;
   const unsigned grid = unsigned((pairs + kShortRowWarps - 1) / kShortRowWarps);
-  // FLASHPP_BWD_SHORT_ROW_MMA=1 (read per call, so one process can compare both):
-  // rows with large scores sum in mma order (bwd_short_rows.cuh).
-  const bool large_scores_mma = forced_variant("FLASHPP_BWD_SHORT_ROW_MMA", 2) == 1;
   auto launch = [&](auto element) {
     using T = decltype(element);
-    if (large_scores_mma)
-      short_row_dsum_kernel<T, true><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
-    else
-      short_row_dsum_kernel<T, false><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
+    short_row_dsum_kernel<T><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
   };
   if (p.dtype == ElemType::f16)
     launch(__half{});

@@ -34,7 +34,11 @@ constexpr int kDotWarps = 4;
 
 template <typename T>
 __global__ void __launch_bounds__(kDotWarps * 32)
-    dot_do_o_kernel(const __grid_constant__ AttnParams p, float* dsum, std::int64_t total_rows) {
+    dot_do_o_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdArgs a, std::int64_t total_rows) {
+  // The concentrated-row marks start clear for every call (bwd_exact_d.cuh).
+  for (std::int64_t w = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; w < a.flag_words;
+       w += std::int64_t(gridDim.x) * blockDim.x)
+    static_cast<uint4*>(a.flags)[w] = make_uint4(0, 0, 0, 0);
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const std::int64_t total_pairs = total_rows * p.heads_q;
   const std::int64_t base = (std::int64_t(blockIdx.x) * kDotWarps + (threadIdx.x >> 5)) * kDotPairsPerWarp;
@@ -74,8 +78,11 @@ __global__ void __launch_bounds__(kDotWarps * 32)
   // in acc1[2 + (g & 1)] of the same lane.
   if (t4 == (g >> 1)) {
     const bool odd = (g & 1) != 0;  // selects, not a runtime index (which would go to local memory)
-    if (ok[0]) dsum[std::int64_t(head_of[0]) * total_rows + row_of[0]] = odd ? acc0[1] : acc0[0];
-    if (ok[1]) dsum[std::int64_t(head_of[1]) * total_rows + row_of[1]] = odd ? acc1[3] : acc1[2];
+    if (ok[0]) a.dsum[std::int64_t(head_of[0]) * total_rows + row_of[0]] = odd ? acc0[1] : acc0[0];
+    if (ok[1]) a.dsum[std::int64_t(head_of[1]) * total_rows + row_of[1]] = odd ? acc1[3] : acc1[2];
+    // Exact D minus this D starts at 0 (bwd_exact_d.cuh rewrites it where it runs).
+    if (ok[0]) a.ddelta[std::int64_t(head_of[0]) * total_rows + row_of[0]] = 0.f;
+    if (ok[1]) a.ddelta[std::int64_t(head_of[1]) * total_rows + row_of[1]] = 0.f;
   }
 }
 

@@ -5,10 +5,12 @@
 #include <cstdint>
 
 #include "common/params.hpp"
+#include "cuda/sm80/bwd_args.hpp"
 
 namespace flashpp::cuda::sm80 {
 
-void launch_dot_do_o(const AttnParams& p, float* dsum, std::int64_t total_rows, cudaStream_t stream);
+// Also clears the concentrated-row marks (a.hot, a.any_hot).
+void launch_dot_do_o(const AttnParams& p, const BwdArgs& a, std::int64_t total_rows, cudaStream_t stream);
 // Rewrites D of the rows that see few keys (see bwd_short_rows.cuh); after launch_dot_do_o.
 void launch_short_row_dsum(const AttnParams& p, float* dsum, std::int64_t total_rows, cudaStream_t stream);
 void launch_dq_convert(const AttnParams& p, const float* acc, std::int64_t total_rows, int acc_head_dim,

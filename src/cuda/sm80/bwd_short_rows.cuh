@@ -3,16 +3,11 @@
 // D = sum_j P_j dP_j / sum_j P_j, with P_j = exp2(S_j - LSE) recomputed from q, k
 // and the forward's LSE and dP_j = dO . v_j, in fp32. Dividing by the sum cancels
 // the rounding of LSE, which under large logits (scores ~1e4 in the log2 domain)
-// puts P ~1e-3 away from a distribution. Rows with large scores (kMmaScoreLimit)
-// take S_j and dP_j from the mma.m16n8k16 sequence the backward kernels use
-// (16-column k steps in order, from a zero accumulator), so for the dominant key of
-// a nearly one-hot row dP - D is the softmax's own small difference: summed in
-// another order (an fp32 dot product), the two orders' difference (~1e-6 of |dP|)
-// times a large q made dK miss the tolerance by 3x. That path is slower
-// (short_row_dsum_mma), so the other rows keep the coalesced fp32 walk. Measured
-// (H100): the mma order fixes the large-logit short-row cases; applied to every short
-// row it cost 28-31% of the backward at causal N = 512. The large-score-only selection
-// below is not yet timed, so it is opt-in (see short_row_dsum_kernel).
+// puts P ~1e-3 away from a distribution. The sum runs in fp32 dot products, in
+// another order than the kernels' mma dP; for a row whose softmax sits on one key
+// that order difference (~1e-6 of |dP|) still matters under large logits, and the
+// main kernel marks such rows for the exact-D pass (bwd_exact_d.cuh), which
+// replaces this D there.
 //
 // Why: D = rowsum(dO * O) reads O rounded to 16 bits. For a row with many keys that
 // rounding is one error among many of the same size; for a row with two or three
@@ -36,10 +31,6 @@ namespace flashpp::cuda::sm80 {
 
 // Rows with 2 .. kShortRowKeys visible keys take the sum over P (one key tile).
 constexpr int kShortRowKeys = 64;
-// Rows whose largest |score| (log2 domain) exceeds this take the mma-order D. Below
-// it, q . k * scale is small enough that the fp32 walk's summation-order difference
-// (~1e-6 of |dP|) stays far inside the tolerance in dK = sum dS q * scale.
-constexpr float kMmaScoreLimit = 64.f;
 // One warp per (row, head) pair.
 constexpr int kShortRowWarps = 8;
 constexpr int kShortRowThreads = 32 * kShortRowWarps;
@@ -66,12 +57,6 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-__device__ __forceinline__ float warp_max(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-
 // Eight elements from a 16-byte aligned address (row starts are, on CUDA).
 template <typename T>
 __device__ __forceinline__ void load8(const T* src, float (&dst)[8]) {
@@ -89,76 +74,6 @@ __device__ __forceinline__ float dot8(const float (&a)[8], const float (&b)[8]) 
   return acc;
 }
 
-// The row's D from the backward kernels' mma sequence (see the top of the file): one
-// warp, whose 16 x 8 mma tiles have all 16 A rows holding the pair's q (or dO) row and
-// 8 keys as B columns; lanes read their fragment elements (two 4-byte pairs per k
-// step) straight from global memory. Slower than the coalesced fp32 walk below (4-byte
-// loads of 8 rows per instruction), so only rows with large scores take it.
-template <typename T>
-__device__ __forceinline__ void short_row_dsum_mma(const AttnParams& p, float* dsum, std::int64_t total_rows, int b,
-                                                   const SeqRows& seq, int r, int h, const KeyBounds& kb, int n,
-                                                   float lse2, const ScoreMap& smap, int lane) {
-  constexpr int kTiles = kShortRowKeys / 8;
-  const int g = lane >> 2, t4 = lane & 3;
-  const int hk = h / p.gqa_ratio;
-  const std::int64_t qrow = seq.q0 + r;
-  const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + qrow * p.q_row_stride +
-               std::int64_t(h) * p.q_head_stride;
-  const T* dout = static_cast<const T*>(p.dout) + b * p.do_batch_stride + qrow * p.do_row_stride +
-                  std::int64_t(h) * p.do_head_stride;
-  const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + (seq.k0 + kb.lo) * p.k_row_stride +
-               std::int64_t(hk) * p.k_head_stride;
-  const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + (seq.k0 + kb.lo) * p.v_row_stride +
-               std::int64_t(hk) * p.v_head_stride;
-  // Two elements at an even column, zero past the row's width (the kernels' tiles
-  // are zero-filled there, and a zero k step adds exactly nothing).
-  auto two = [](const T* src, int col, int cols) -> std::uint32_t {
-    return col < cols ? *reinterpret_cast<const std::uint32_t*>(src + col) : 0u;
-  };
-
-  // One n tile (8 keys) at a time, so the path needs few registers (it shares the
-  // kernel's register budget with the fp32 walk); each score's k steps are the same
-  // sequence either way.
-  const bool fold = smap.folds();
-  const int k_end = max(p.head_dim, p.head_dim_v);
-  float d_acc = 0.f, l_acc = 0.f;
-  for (int nt = 0; nt < kTiles && nt * 8 < n; ++nt) {  // warp-uniform bounds
-    const int key = nt * 8 + g;
-    const bool valid = key < n;
-    const T* krow = k + std::int64_t(valid ? key : 0) * p.k_row_stride;
-    const T* vrow = v + std::int64_t(valid ? key : 0) * p.v_row_stride;
-    float s[4] = {0.f, 0.f, 0.f, 0.f}, dp[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int k0 = 0; k0 < k_end; k0 += 16) {
-      const int c0 = k0 + 2 * t4, c1 = c0 + 8;
-      const std::uint32_t qa0 = two(q, c0, p.head_dim), qa1 = two(q, c1, p.head_dim);
-      const std::uint32_t ga0 = two(dout, c0, p.head_dim_v), ga1 = two(dout, c1, p.head_dim_v);
-      const std::uint32_t qa[4] = {qa0, qa0, qa1, qa1}, ga[4] = {ga0, ga0, ga1, ga1};
-      const std::uint32_t kf[2] = {valid ? two(krow, c0, p.head_dim) : 0u, valid ? two(krow, c1, p.head_dim) : 0u};
-      const std::uint32_t vf[2] = {valid ? two(vrow, c0, p.head_dim_v) : 0u, valid ? two(vrow, c1, p.head_dim_v) : 0u};
-      Element<T>::mma(s, qa, kf);
-      Element<T>::mma(dp, ga, vf);
-    }
-    // Lane (g, t4) holds keys nt * 8 + 2 t4 + {0, 1} in elements 0 and 1 (every g the
-    // same row); lanes 0..3 sum them, mapped and exponentiated as the kernels do.
-    if (g == 0) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        if (nt * 8 + 2 * t4 + e >= n) continue;
-        float x = s[e];
-        if (!fold) x = smap.capped ? tanhf(x * smap.pre) * smap.log2sc : x * smap.log2sc;
-        const float pr = ptx::ex2_approx(fmaf(x, fold ? smap.log2sc : 1.f, -lse2));
-        d_acc = fmaf(pr, dp[e], d_acc);
-        l_acc += pr;
-      }
-    }
-  }
-  d_acc += __shfl_xor_sync(0xffffffffu, d_acc, 1);
-  l_acc += __shfl_xor_sync(0xffffffffu, l_acc, 1);
-  d_acc += __shfl_xor_sync(0xffffffffu, d_acc, 2);
-  l_acc += __shfl_xor_sync(0xffffffffu, l_acc, 2);
-  if (lane == 0 && l_acc > 0.f) dsum[std::int64_t(h) * total_rows + seq.q_global0 + r] = d_acc / l_acc;
-}
-
 // One warp per (row, head) pair (the order of dot_do_o_kernel: head fastest). The
 // warp splits into groups of `group` lanes, each group one key row (8 columns per
 // lane, 16-byte loads, so a row is read coalesced); the 32 / group groups take
@@ -167,10 +82,7 @@ __device__ __forceinline__ void short_row_dsum_mma(const AttnParams& p, float* d
 // turn took ~1 ms per call under a causal mask, where the first 63 rows of every
 // sequence and head are short), and no lane reads a row 4 bytes at a time (32 rows
 // per load instruction cost the L1 one wavefront per row).
-// kMmaLargeScores: rows whose largest |score| exceeds kMmaScoreLimit redo the sum
-// in mma order (short_row_dsum_mma). Off by default (FLASHPP_BWD_SHORT_ROW_MMA=1 turns
-// it on) until timed on a GPU: the instantiation without it is the pass as measured.
-template <typename T, bool kMmaLargeScores = false>
+template <typename T>
 __global__ void __launch_bounds__(kShortRowThreads)
     short_row_dsum_kernel(const __grid_constant__ AttnParams p, float* dsum, std::int64_t total_rows) {
   const int lane = threadIdx.x & 31;
@@ -207,7 +119,7 @@ __global__ void __launch_bounds__(kShortRowThreads)
   const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + std::int64_t(hk) * p.v_head_stride + c;
   const ScoreMap smap = ScoreMap::from(p);
 
-  float d_acc = 0.f, l_acc = 0.f, x_max = 0.f;
+  float d_acc = 0.f, l_acc = 0.f;
   // The same trip count on every lane (the shuffles need the whole warp); groups
   // past the row's end read its first key and drop it.
 #pragma unroll 4
@@ -232,12 +144,7 @@ __global__ void __launch_bounds__(kShortRowThreads)
       const float pr = exp2f(x - lse2);
       d_acc = fmaf(pr, dp, d_acc);
       l_acc += pr;
-      if constexpr (kMmaLargeScores) x_max = fmaxf(x_max, fabsf(x));
     }
-  }
-  if constexpr (kMmaLargeScores) {
-    if (warp_max(x_max) > kMmaScoreLimit)
-      return short_row_dsum_mma<T>(p, dsum, total_rows, b, seq, r, h, kb, n, lse2, smap, lane);
   }
   const float d = warp_sum(d_acc), l = warp_sum(l_acc);
   if (lane == 0 && l > 0.f) dsum[std::int64_t(h) * total_rows + seq.q_global0 + r] = d / l;

@@ -72,11 +72,20 @@ int bwd_tile_variant() {
   return 0;
 }
 
+// The main kernel, then the two passes of bwd_exact_d.cuh, which return at once
+// unless the main kernel marked a row. With partial_keys there is no exact D to
+// form (O covers keys this call does not see), so they are not launched.
 template <typename T, int D, int V>
 void launch_bwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   constexpr BwdTiles t = bwd_tiles(D, V);
-  launch_kernel(bwd_kernel<T, D, V>, dim3(blocks(p.seqlen_k, t.block_n), p.heads_kv, p.batch), t.warps * 32,
-                sizeof(BwdSmem<D, V>), a.stream, "backward kernel", p, a.bwd);
+  const dim3 grid(blocks(p.seqlen_k, t.block_n), p.heads_kv, p.batch);
+  launch_kernel(bwd_kernel<T, D, V>, grid, t.warps * 32, sizeof(BwdSmem<D, V>), a.stream, "backward kernel", p, a.bwd);
+  if (p.partial_keys || a.bwd.any_hot == nullptr) return;
+  constexpr DqTiles dt = dq_tiles(D);
+  launch_kernel(bwd_dq_kernel<T, D, true>, dim3(blocks(p.seqlen_q, dt.block_m), p.heads_q, p.batch), dt.warps * 32,
+                sizeof(DqSmem<D>), a.stream, "backward exact-D pass", p, a.bwd);
+  launch_kernel(bwd_kernel<T, D, V, true>, grid, t.warps * 32, sizeof(BwdSmem<D, V>), a.stream, "backward fix pass",
+                p, a.bwd);
 }
 
 template <typename T, int D>
