@@ -30,6 +30,13 @@ __global__ void fill_normalish(__nv_bfloat16* x, std::size_t n, unsigned seed) {
   }
 }
 
+// x *= factor (the benchmark's --q-scale: logits large enough that softmax rows
+// concentrate on one key, the backward's exact-D passes then run).
+__global__ void scale_bf16(__nv_bfloat16* x, std::size_t n, float factor) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    x[i] = __float2bfloat16(__bfloat162float(x[i]) * factor);
+}
+
 
 struct Buffers {
   std::vector<void*> ptrs;

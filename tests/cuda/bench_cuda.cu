@@ -3,6 +3,9 @@
 // hidden 2048), timed with CUDA events, median of repeated calls after warm-up.
 // FLOPs: forward 4 * B * H * N^2 * d (halved when causal), backward 2.5x forward.
 //   flashpp_cuda_bench [--json PATH] [--reps N] [--quick | --grid | --varlen] [--fwd-only | --bwd-only] [--hdim D]
+//   [--q-scale S]
+// --q-scale multiplies q by S (default 1): with S ~ 100 most softmax rows sit on one
+// key, which times the backward's exact-D passes (bwd_exact_d.cuh) on every block.
 // --fwd-only times our default forward alone (the FA2 and backward columns read 0);
 // --bwd-only times the backward alone (the forward columns read 0); --hdim keeps
 // the configurations of one head dim. --varlen times the forward on varlen
@@ -37,6 +40,7 @@ int main(int argc, char** argv) {
   int reps = 10;
   bool quick = false, grid = false, varlen = false, fwd_only = false, bwd_only = false;
   int keep_d = 0;
+  float q_scale = 1.f;
   int only_d = 0, only_n = 0, only_causal = 0;  // --only hdim,N,causal: one config (profiling)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
@@ -46,6 +50,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--varlen")) varlen = true;
     else if (!std::strcmp(argv[i], "--fwd-only")) fwd_only = true;
     else if (!std::strcmp(argv[i], "--bwd-only")) bwd_only = true;
+    else if (!std::strcmp(argv[i], "--q-scale") && i + 1 < argc) q_scale = std::strtof(argv[++i], nullptr);
     else if (!std::strcmp(argv[i], "--hdim") && i + 1 < argc) keep_d = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc &&
              std::sscanf(argv[++i], "%d,%d,%d", &only_d, &only_n, &only_causal) != 3) {
@@ -100,6 +105,7 @@ int main(int argc, char** argv) {
     auto* lse = static_cast<float*>(buf.alloc(std::size_t(b) * h * n * 4));
     unsigned seed = 1;
     for (auto* x : {q, k, v, dout}) fill_normalish<<<1024, 256>>>(x, elems, seed++);
+    if (q_scale != 1.f) scale_bf16<<<1024, 256>>>(q, elems, q_scale);
     check(cudaDeviceSynchronize(), "fill");
     using flashpp::DType;
     using flashpp::TensorView;

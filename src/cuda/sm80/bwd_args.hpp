@@ -31,6 +31,8 @@ struct BwdArgs {
 };
 
 inline constexpr int kHotGroupRows = 16;
+// Rows with 2 .. kShortRowKeys visible keys take D as the sum over P (bwd_short_rows.cuh).
+inline constexpr int kShortRowKeys = 64;
 
 // Index of logical element (row, col) of the dQ accumulator, width = heads_q * D: 8 x 8
 // blocks, row-major inside a block, blocks row-major. Lane l of an m16n8 mma fragment

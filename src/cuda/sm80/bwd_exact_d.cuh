@@ -1,18 +1,28 @@
 #pragma once
-// Exact D for rows whose softmax sits on one key.
+// Exact D for rows whose softmax is concentrated on one key.
 //
 // The backward's dS = P (dP - D) takes D = rowsum(dO * O) from O rounded to 16 bits
-// (bwd_prep.cuh). For a row with one key at P ~ 1, dP - D of that key is the
-// softmax's own tiny difference, and the rounding of O becomes most of it; dK =
-// scale * sum dS q (and dQ) then carry that rounding times q, which under large
-// logits (|q| ~ 100) is many times the error of an unfused computation, whose P
-// rounds to 1 and whose D rounds to that key's dP. The fix costs two of the
-// backward's five products over the affected rows, so it runs only where needed:
-//   1. the main kernel (bwd_kernel.cuh) marks groups of rows and keys where it saw
-//      P above hot_probability<T>() (the unfused form's P rounds to 1 above about
-//      1 - 2^-9 in bf16 and 1 - 2^-12 in fp16; the threshold keeps a 2x margin) in
-//      a row with more than one visible key (with one, O is that key's v exactly
-//      and the mma-order D of bwd_prep.cuh is already its dP);
+// (bwd_prep.cuh). With most of a row's mass on one key, dP - D of that key is a
+// small difference, (1 - P) times the spread of dP in the row, while the rounding
+// of O puts an error of about u |dP| / 4 into D (u: the dtype's unit roundoff).
+// dK = scale * sum dS q (and dQ) carry that error times q; under large logits
+// (|q| ~ 100) it is many times the error of an unfused computation, whose D =
+// sum P dP keeps the cancellation. The fix costs two of the backward's five
+// products over the affected rows, so it runs only where needed:
+//   1. the main kernel (bwd_kernel.cuh) marks groups of rows and keys where a
+//      16-bit P reached concentrated_probability<T>(keys of the row):
+//      - rows with more than kShortRowKeys keys (D from O) from 1/2: the relative
+//        error of dS of the top key is about (u / 4) / (1 - P). By a CPU emulation
+//        of single rows (65-465 keys, |q| up to 100, the tolerance rule of the
+//        tests) D from O fails 2-35% of the rows with a top P in [1/2, 1 - 1e-4)
+//        and 0.04-0.1% of those below 1/2;
+//      - rows with 2 .. kShortRowKeys keys, whose D the short-row pass sums exactly
+//        in fp32 (bwd_short_rows.cuh) but in another order than the mma that gives
+//        the main kernel its dP, only when the row is one-hot: where the unfused
+//        form's P rounds to 1 (above about 1 - 2^-9 in bf16 and 1 - 2^-12 in fp16;
+//        the thresholds keep a 2x margin);
+//      - a row with one visible key never: O is that key's v exactly, and the D of
+//        bwd_prep.cuh is already its dP;
 //   2. the exact-D pass (bwd_dq_kernel.cuh, ExactD) recomputes S and dP of the
 //      marked rows over every visible key, in the main kernel's mma orientation
 //      and order, so every P and dP is bitwise the main kernel's, and forms
@@ -21,9 +31,11 @@
 //   3. the fix pass (bwd_kernel.cuh, Fix) redoes dK of the marked key blocks with
 //      that D (overwriting it, so it is rounded once) and adds -P * delta K to the
 //      dQ accumulator (in deterministic mode bwd_dq_kernel reads the new D instead).
-// Keys of a marked row outside the marked key blocks have P < 1 - threshold in sum,
-// so leaving their dK as it was is an error below that fraction of the correction.
-// Without marks both extra passes exit on their first load of *any_hot.
+// The other keys of a marked row hold at most 1 - P of its mass and their dP - D
+// does not cancel, so their dS keeps the relative error of D (~u / 4): their dK is
+// left as it was.
+// Random inputs of unit scale never reach these probabilities beyond a few keys
+// per row, so both extra passes exit on their first load of *any_hot there.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -34,9 +46,28 @@
 
 namespace flashpp::cuda::sm80 {
 
+// The 16-bit P from which a row with `keys` visible keys is marked (see above).
+inline constexpr float kLongRowConcentrated = 0.5f;
 template <typename T>
-__host__ __device__ constexpr float hot_probability() {
+__host__ __device__ constexpr float one_hot_probability() {
   return std::is_same_v<T, __half> ? 1.f - 1.f / 2048.f : 1.f - 1.f / 256.f;
+}
+template <typename T>
+__device__ __forceinline__ float concentrated_probability(int keys) {
+  return keys > kShortRowKeys ? kLongRowConcentrated : keys > 1 ? one_hot_probability<T>() : 2.f;
+}
+
+// Elementwise max of two pairs of 16-bit probabilities (one HMNMX2).
+template <typename T>
+__device__ __forceinline__ std::uint32_t max_pair(std::uint32_t a, std::uint32_t b) {
+  using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+  Pair x, y;
+  __builtin_memcpy(&x, &a, 4);
+  __builtin_memcpy(&y, &b, 4);
+  const Pair m = __hmax2(x, y);
+  std::uint32_t r;
+  __builtin_memcpy(&r, &m, 4);
+  return r;
 }
 
 // Whether any group of kHotGroupRows rows in [row0, row0 + rows) is marked.

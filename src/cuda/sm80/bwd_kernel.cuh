@@ -9,8 +9,8 @@
 //   B: dV += P^T dO, dK += dS^T Q   (warps tile keys x dims)
 //   C: dQ_partial = dS K -> fp32 atomics into the workspace (warps tile queries x dims),
 //      skipped in deterministic mode, where bwd_dq_kernel computes dQ instead.
-// Phase A also marks rows and keys whose P exceeds hot_probability<T>(); the Fix
-// instantiation is the second pass of bwd_exact_d.cuh over the marked key blocks.
+// Phase A also marks rows and keys of concentrated softmax rows (bwd_exact_d.cuh);
+// the Fix instantiation is that file's second pass over the marked key blocks.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -213,37 +213,9 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
         elementwise(std::true_type{});
       else
         elementwise(std::false_type{});
-      if constexpr (!Fix) {
-        // Mark rows and keys of probabilities above the threshold (bwd_exact_d.cuh):
-        // one max per probability, the marking itself only on the rare hot rows.
-        constexpr float kHot = hot_probability<T>();
-#pragma unroll
-        for (int nt = 0; nt < NA; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float row_max = 0.f;
-#pragma unroll
-            for (int mt = 0; mt < MA; ++mt)
-#pragma unroll
-              for (int hh = 0; hh < 2; ++hh) row_max = fmaxf(row_max, st[mt][nt][2 * hh + e]);
-            // A row that sees a single key has O = that key's v exactly, and the D
-            // pass's mma-order D equals its dP already: nothing to mark.
-            const int ql = qa * QA + nt * 8 + 2 * t4 + e;
-            const KeyBounds kb = row_max > kHot ? key_bounds(m0 + ql, seq, wl, wr) : KeyBounds{0, 0};
-            if (kb.hi - kb.lo > 1) {
-              const std::int64_t row = seq.q_global0 + m0 + ql;
-              a.hot_q[std::int64_t(h) * a.hot_q_head_stride + row / kHotGroupRows] = 1;
-              *a.any_hot = 1;
-#pragma unroll
-              for (int mt = 0; mt < MA; ++mt)
-#pragma unroll
-                for (int hh = 0; hh < 2; ++hh)
-                  if (st[mt][nt][2 * hh + e] > kHot)
-                    a.hot_k[std::int64_t(hk) * a.hot_k_head_stride +
-                            (k_row0 + ka * KA + mt * 16 + g + 8 * hh) / kHotGroupRows] = 1;
-            }
-          }
-      }
+      // P^T (Fix: the correction) and dS^T to shared memory as T; the P pairs stay
+      // for the concentration check.
+      [[maybe_unused]] std::uint32_t pp[MA][NA][2];
 #pragma unroll
       for (int mt = 0; mt < MA; ++mt)
 #pragma unroll
@@ -257,11 +229,58 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
               *reinterpret_cast<std::uint32_t*>(sm.pt + off) =
                   Element<T>::pack(dsd[mt][nt][2 * hh], dsd[mt][nt][2 * hh + 1]);
             else
-              *reinterpret_cast<std::uint32_t*>(sm.pt + off) =
+              *reinterpret_cast<std::uint32_t*>(sm.pt + off) = pp[mt][nt][hh] =
                   Element<T>::pack(st[mt][nt][2 * hh], st[mt][nt][2 * hh + 1]);
             *reinterpret_cast<std::uint32_t*>(sm.dst + off) =
                 Element<T>::pack(dpt[mt][nt][2 * hh], dpt[mt][nt][2 * hh + 1]);
           }
+      if constexpr (!Fix) {
+        // Concentrated rows (bwd_exact_d.cuh): one packed max per pair of stored
+        // probabilities and one vote per warp and step; the marking runs only in a
+        // warp that holds a probability of at least kLongRowConcentrated.
+        std::uint32_t top = 0;
+#pragma unroll
+        for (int mt = 0; mt < MA; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < NA; ++nt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) top = max_pair<T>(top, pp[mt][nt][hh]);
+        float top_lo, top_hi;
+        unpack2<T>(top, top_lo, top_hi);
+        if (__any_sync(0xffffffffu, fmaxf(top_lo, top_hi) >= kLongRowConcentrated)) {
+#pragma unroll
+          for (int nt = 0; nt < NA; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float pr[MA][2];
+              float row_top = 0.f;
+#pragma unroll
+              for (int mt = 0; mt < MA; ++mt)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                  float lo, hi;
+                  unpack2<T>(pp[mt][nt][hh], lo, hi);
+                  pr[mt][hh] = e ? hi : lo;
+                  row_top = fmaxf(row_top, pr[mt][hh]);
+                }
+              if (row_top < kLongRowConcentrated) continue;
+              const int ql = qa * QA + nt * 8 + 2 * t4 + e;
+              const KeyBounds kb = key_bounds(m0 + ql, seq, wl, wr);
+              const float threshold = concentrated_probability<T>(kb.hi - kb.lo);
+              if (row_top < threshold) continue;
+              const std::int64_t row = seq.q_global0 + m0 + ql;
+              a.hot_q[std::int64_t(h) * a.hot_q_head_stride + row / kHotGroupRows] = 1;
+              *a.any_hot = 1;
+#pragma unroll
+              for (int mt = 0; mt < MA; ++mt)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh)
+                  if (pr[mt][hh] >= threshold)
+                    a.hot_k[std::int64_t(hk) * a.hot_k_head_stride +
+                            (k_row0 + ka * KA + mt * 16 + g + 8 * hh) / kHotGroupRows] = 1;
+            }
+        }
+      }
     }
     __syncthreads();
 

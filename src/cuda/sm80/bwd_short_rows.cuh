@@ -26,11 +26,10 @@
 #include "cuda/common/element.cuh"
 #include "cuda/common/scores.cuh"
 #include "cuda/common/sequence.cuh"
+#include "cuda/sm80/bwd_args.hpp"
 
 namespace flashpp::cuda::sm80 {
 
-// Rows with 2 .. kShortRowKeys visible keys take the sum over P (one key tile).
-constexpr int kShortRowKeys = 64;
 // One warp per (row, head) pair.
 constexpr int kShortRowWarps = 8;
 constexpr int kShortRowThreads = 32 * kShortRowWarps;
