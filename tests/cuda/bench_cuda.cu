@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -74,6 +75,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (only_d != 0) configs = {{only_d, only_n, only_causal != 0}};
+  if (!(q_scale > 0.f) || !std::isfinite(q_scale)) {
+    std::fprintf(stderr, "--q-scale must be a finite number above 0\n");
+    return 2;
+  }
   if (fwd_only && bwd_only) {
     std::fprintf(stderr, "--fwd-only and --bwd-only exclude each other\n");
     return 2;
@@ -104,8 +109,7 @@ int main(int argc, char** argv) {
     auto* dv = static_cast<__nv_bfloat16*>(buf.alloc(elems * 2));
     auto* lse = static_cast<float*>(buf.alloc(std::size_t(b) * h * n * 4));
     unsigned seed = 1;
-    for (auto* x : {q, k, v, dout}) fill_normalish<<<1024, 256>>>(x, elems, seed++);
-    if (q_scale != 1.f) scale_bf16<<<1024, 256>>>(q, elems, q_scale);
+    for (auto* x : {q, k, v, dout}) fill_normalish<<<1024, 256>>>(x, elems, seed++, x == q ? q_scale : 1.f);
     check(cudaDeviceSynchronize(), "fill");
     using flashpp::DType;
     using flashpp::TensorView;
