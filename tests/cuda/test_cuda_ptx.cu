@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -145,6 +147,57 @@ void check_mma(const char* name) {
 
 TEST(CudaPtx, MmaM16n8k16F16) { FLASHPP_REQUIRE_GPU(); check_mma<__half>("f16"); }
 TEST(CudaPtx, MmaM16n8k16Bf16) { FLASHPP_REQUIRE_GPU(); check_mma<__nv_bfloat16>("bf16"); }
+
+// ---------------- packed 16-bit max, unpack2 ----------------
+
+// Thread i takes pairs a[i], b[i]: out[3i] = max(a, b) packed, out[3i+1..2] = the two
+// floats unpack2 reads from a[i].
+template <typename T>
+__global__ void max_pair_kernel(const std::uint32_t* a, const std::uint32_t* b, std::uint32_t* out) {
+  const int i = threadIdx.x;
+  out[3 * i] = std::is_same_v<T, __half> ? ptx::max_f16x2(a[i], b[i]) : ptx::max_bf16x2(a[i], b[i]);
+  float lo, hi;
+  unpack2<T>(a[i], lo, hi);
+  out[3 * i + 1] = __float_as_uint(lo);
+  out[3 * i + 2] = __float_as_uint(hi);
+}
+
+template <typename T>
+void check_max_pair() {
+  constexpr int kN = 256;
+  auto rng = make_rng(std::string("CudaPtx.max_pair.") + Element<T>::name);
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  std::vector<std::uint32_t> a(kN), b(kN);
+  for (int i = 0; i < kN; ++i) {
+    // Every 8th pair ties or differs only in sign, so equal and signed-zero cases occur.
+    const float x0 = u(rng), x1 = u(rng);
+    const float y0 = i % 8 == 0 ? x0 : u(rng), y1 = i % 8 == 1 ? -x1 : u(rng);
+    a[std::size_t(i)] = to_bits<T>(x0) | std::uint32_t(to_bits<T>(x1)) << 16;
+    b[std::size_t(i)] = to_bits<T>(y0) | std::uint32_t(to_bits<T>(y1)) << 16;
+  }
+  DeviceBuffer da(4 * kN), db(4 * kN), dout(12 * kN);
+  da.upload(a.data(), 4 * kN);
+  db.upload(b.data(), 4 * kN);
+  max_pair_kernel<T><<<1, kN>>>(static_cast<const std::uint32_t*>(da.get()), static_cast<const std::uint32_t*>(db.get()),
+                                static_cast<std::uint32_t*>(dout.get()));
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<std::uint32_t> out(3 * kN);
+  dout.download(out.data(), 12 * kN);
+  for (int i = 0; i < kN; ++i) {
+    const std::uint32_t m = out[std::size_t(3 * i)];
+    for (int half = 0; half < 2; ++half) {
+      const float x = from_bits<T>(std::uint16_t(a[std::size_t(i)] >> (16 * half)));
+      const float y = from_bits<T>(std::uint16_t(b[std::size_t(i)] >> (16 * half)));
+      EXPECT_EQ(from_bits<T>(std::uint16_t(m >> (16 * half))), std::max(x, y)) << "pair " << i << " half " << half;
+      float got;
+      std::memcpy(&got, &out[std::size_t(3 * i + 1 + half)], 4);
+      EXPECT_EQ(got, x) << "unpack2, pair " << i << " half " << half;
+    }
+  }
+}
+
+TEST(CudaPtx, MaxF16x2AndUnpack) { FLASHPP_REQUIRE_GPU(); check_max_pair<__half>(); }
+TEST(CudaPtx, MaxBf16x2AndUnpack) { FLASHPP_REQUIRE_GPU(); check_max_pair<__nv_bfloat16>(); }
 
 // ---------------- cp.async ----------------
 

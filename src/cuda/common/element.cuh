@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/ptx/math.cuh"
 #include "cuda/ptx/mma.cuh"
@@ -37,14 +38,21 @@ struct Element<__nv_bfloat16> {
   __device__ __forceinline__ static __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
 };
 
-// Unpacks a register holding two 16-bit values (lo in bits 0-15) to floats.
+// Unpacks a register holding two 16-bit values (lo in bits 0-15) to floats. Both
+// forms read the 32-bit register as it is: splitting it into two 16-bit variables
+// let the compiler keep pairs that are also stored whole as halves and rejoin them
+// with two PRMT per store.
 template <typename T>
 __device__ __forceinline__ void unpack2(std::uint32_t r, float& lo, float& hi) {
-  T v[2];
-  static_assert(sizeof(v) == 4, "two 16-bit elements");
-  __builtin_memcpy(v, &r, 4);
-  lo = Element<T>::to_float(v[0]);
-  hi = Element<T>::to_float(v[1]);
+  static_assert(sizeof(T) == 2, "two 16-bit elements");
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    lo = __uint_as_float(r << 16);  // a bf16 is the top half of an fp32
+    hi = __uint_as_float(r & 0xffff0000u);
+  } else {
+    asm("{\n .reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;\n}\n"
+        : "=f"(lo), "=f"(hi)
+        : "r"(r));
+  }
 }
 
 }  // namespace flashpp::cuda

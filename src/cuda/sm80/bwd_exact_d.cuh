@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/ptx/math.cuh"
 #include "cuda/sm80/bwd_args.hpp"
 
 namespace flashpp::cuda::sm80 {
@@ -57,17 +58,14 @@ __device__ __forceinline__ float concentrated_probability(int keys) {
   return keys > kShortRowKeys ? kLongRowConcentrated : keys > 1 ? one_hot_probability<T>() : 2.f;
 }
 
-// Elementwise max of two pairs of 16-bit probabilities (one HMNMX2).
+// Elementwise max of two pairs of 16-bit probabilities (one HMNMX2; ptxas fuses
+// a chain of them into three-input VHMNMX).
 template <typename T>
 __device__ __forceinline__ std::uint32_t max_pair(std::uint32_t a, std::uint32_t b) {
-  using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
-  Pair x, y;
-  __builtin_memcpy(&x, &a, 4);
-  __builtin_memcpy(&y, &b, 4);
-  const Pair m = __hmax2(x, y);
-  std::uint32_t r;
-  __builtin_memcpy(&r, &m, 4);
-  return r;
+  if constexpr (std::is_same_v<T, __half>)
+    return ptx::max_f16x2(a, b);
+  else
+    return ptx::max_bf16x2(a, b);
 }
 
 // Whether any group of kHotGroupRows rows in [row0, row0 + rows) is marked.

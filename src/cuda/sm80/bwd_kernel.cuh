@@ -93,10 +93,8 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
   const int m_lo = int(q_lo / BM);
   const int n_m = q_hi > q_lo ? int((q_hi + BM - 1) / BM) - m_lo : 0;
   const int steps = n_m * p.gqa_ratio;
-  // Fix: whether step i has marked rows (its ddelta may be nonzero).
-  auto step_marked = [&](int i) {
-    const int h = hk * p.gqa_ratio + i / n_m;
-    const int m0 = (m_lo + i % n_m) * BM;
+  // Fix: whether the step of head h at query row m0 has marked rows (its ddelta may be nonzero).
+  auto step_marked = [&](int h, int m0) {
     return any_group_marked(a.hot_q + std::int64_t(h) * a.hot_q_head_stride, seq.q_global0 + m0,
                             min(BM, seq.len_q - m0));
   };
@@ -114,26 +112,28 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
                                       std::int64_t(hk) * p.v_head_stride,
                                   p.v_row_stride, rows_k, p.head_dim_v, tid);
 
-  // Step i covers query head hk * ratio + i / n_m, query block m_lo + i % n_m.
-  auto load_step = [&](int i, int stage) {
-    const int h = hk * p.gqa_ratio + i / n_m;
-    const int m0 = (m_lo + i % n_m) * BM;
+  // Steps walk the query blocks m_lo .. m_lo + n_m - 1 of each query head of the
+  // group in turn; the head and block advance as counters (an i / n_m per step was
+  // two integer divisions, ~50 instructions, in the loop). Pointers advanced across
+  // steps instead of the strided products below measured no fewer instructions:
+  // they took eight more registers and spilled.
+  auto load_step = [&](int h, int m0, int stage) {
     const int rows = min(BM, seq.len_q - m0);
     copy_tile_async<QTile, THREADS, true>(q_s + stage * QTile::kBytes,
-                                    static_cast<const T*>(p.q) + b * p.q_batch_stride +
-                                        (seq.q0 + m0) * p.q_row_stride + std::int64_t(h) * p.q_head_stride,
-                                    p.q_row_stride, rows, p.head_dim, tid);
+                                          static_cast<const T*>(p.q) + b * p.q_batch_stride +
+                                              (seq.q0 + m0) * p.q_row_stride + std::int64_t(h) * p.q_head_stride,
+                                          p.q_row_stride, rows, p.head_dim, tid);
     copy_tile_async<QTile, THREADS, true>(do_s + stage * QTile::kBytes,
-                                    static_cast<const T*>(p.dout) + b * p.do_batch_stride +
-                                        (seq.q0 + m0) * p.do_row_stride + std::int64_t(h) * p.do_head_stride,
-                                    p.do_row_stride, rows, p.head_dim_v, tid);
+                                          static_cast<const T*>(p.dout) + b * p.do_batch_stride +
+                                              (seq.q0 + m0) * p.do_row_stride + std::int64_t(h) * p.do_head_stride,
+                                          p.do_row_stride, rows, p.head_dim_v, tid);
     copy_floats_async<BM>(ptx::smem_u32(sm.lse[stage]),
                           p.lse + b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + seq.q0 + m0, rows,
                           tid);
     copy_floats_async<BM>(ptx::smem_u32(sm.dsum[stage]),
                           a.dsum + std::int64_t(h) * a.dsum_head_stride + seq.q_global0 + m0, rows, tid - BM);
   };
-  if (steps > 0) load_step(0, 0);
+  if (steps > 0) load_step(hk * p.gqa_ratio, m_lo * BM, 0);
   ptx::cp_async_commit_group();
 
   const ScoreMap smap = ScoreMap::from(p);
@@ -145,15 +145,24 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
   const int kb = warp % kT.dkv_warps_n, db = warp / kT.dkv_warps_n;
   const int qc = warp % kT.dq_warps_m, dc = warp / kT.dq_warps_m;
 
+  // Full steps take the reduction's short address path when their first global
+  // row is a multiple of 8 (every step then, as m0 is).
+  const bool dq_rows_aligned = (seq.q_global0 & 7) == 0;
+
+  int h = hk * p.gqa_ratio, m_blk = m_lo;  // step i's query head and query block
   for (int i = 0; i < steps; ++i) {
     const int stage = i & 1;
-    const int h = hk * p.gqa_ratio + i / n_m;
-    const int m0 = (m_lo + i % n_m) * BM;
+    const int m0 = m_blk * BM;
     const int rows = min(BM, seq.len_q - m0);
+    int next_h = h, next_blk = m_blk + 1;
+    if (next_blk == m_lo + n_m) {
+      next_blk = m_lo;
+      ++next_h;
+    }
     ptx::cp_async_wait_group<0>();
     // Step i has landed; every warp is done with step i-1 (its stage and P^T/dS^T).
     __syncthreads();
-    if (i + 1 < steps) load_step(i + 1, stage ^ 1);
+    if (i + 1 < steps) load_step(next_h, next_blk * BM, stage ^ 1);
     ptx::cp_async_commit_group();
 
     const std::uint32_t qst = q_s + stage * QTile::kBytes, dost = do_s + stage * QTile::kBytes;
@@ -290,7 +299,7 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
     gemm_ss<T, PTile, Major::mk, QTile, Major::km, MB, NB, BM / 16>(dk_acc, dst_s, kb * KB, 0, qst, db * DB, 0, lane);
 
     // ---- C: dQ += dS K for queries qc*QC.., dims dc*DC.. (Fix: the correction, where marked) ----
-    if (!p.deterministic && (!Fix || step_marked(i))) {
+    if (!p.deterministic && (!Fix || step_marked(h, m0))) {
       float dq[MC][NC][4];
       zero(dq);
       gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NC, BN / 16>(dq, Fix ? pt_s : dst_s, qc * QC, 0, k_s, dc * DC,
@@ -320,11 +329,29 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
             }
           }
       };
-      if (rows == BM && p.head_dim == D)
+      if (rows == BM && p.head_dim == D && dq_rows_aligned) {
+        // A full step whose rows start on an 8-row band: with row = row0 + r,
+        // row0 % 8 == 0 and r = qc QC + 16 mt + 8 hh + g, dq_accum_index splits into
+        // (row0 + qc QC) W + h D 8 + (dc DC + g) 8 + 2 t4 for the step and thread and
+        // (16 mt + 8 hh) W for the fragment half: no per-reduction index arithmetic.
+        float* acc = a.dq_accum + (seq.q_global0 + m0 + qc * QC) * a.dq_accum_row_stride +
+                     (std::int64_t(h) * D * 8 + (dc * DC + g) * 8 + 2 * t4);
+#pragma unroll
+        for (int mt = 0; mt < MC; ++mt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+            for (int nt = 0; nt < NC; ++nt)
+              ptx::red_add_v2_f32(acc + (16 * mt + 8 * hh) * a.dq_accum_row_stride + nt * 64, dq[mt][nt][2 * hh],
+                                  dq[mt][nt][2 * hh + 1]);
+      } else if (rows == BM && p.head_dim == D) {
         reduce(std::false_type{});
-      else
+      } else {
         reduce(std::true_type{});
+      }
     }
+    h = next_h;
+    m_blk = next_blk;
   }
 
   ptx::cp_async_wait_group<0>();  // no copy may still target shared memory at exit

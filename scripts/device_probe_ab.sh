@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Same-run A/B (device_check.sh probe step): the benchmark grid of this build
+# ("new") against binaries built elsewhere from other versions and carried to the
+# device (build-ab/<op>_bench_<name>; "base" is the reference), in rounds that visit
+# every binary in turn, so drift between rounds shows as spread, not as a gain.
+# Prints one table: TFLOP/s per round and each version's median over base's.
+#   FLASHPP_AB_OP      fwd (default) or bwd: which pass the grid times (--fwd-only / --bwd-only)
+#   FLASHPP_AB_ROUNDS  rounds (default 2)
+#   FLASHPP_AB_HDIM    only this head dim (the bench's --hdim)
+set -uo pipefail
+op=${FLASHPP_AB_OP:-fwd}
+rounds=${FLASHPP_AB_ROUNDS:-2}
+extra=()
+[ -n "${FLASHPP_AB_HDIM:-}" ] && extra+=(--hdim "$FLASHPP_AB_HDIM")
+declare -A bins=([new]="$BUILD/tests/cuda/flashpp_cuda_bench")
+for b in build-ab/${op}_bench_*; do [ -x "$b" ] && bins[${b#build-ab/${op}_bench_}]=$b; done
+[ -n "${bins[base]:-}" ] || { echo "no baseline binary at build-ab/${op}_bench_base"; exit 0; }
+tmp=$(mktemp -d)
+for round in $(seq 1 "$rounds"); do
+  for who in "${!bins[@]}"; do
+    timeout 150 "${bins[$who]}" --grid --$op-only --reps 10 "${extra[@]}" --json "$tmp/${who}_$round.json" >/dev/null 2>&1
+    echo "$who round $round rc $?"
+  done
+done
+python3 - "$tmp" "$op" "$rounds" "${!bins[@]}" <<'PY'
+import json, os, statistics, sys
+d, op, nr, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), sorted(n for n in sys.argv[4:] if n != "base")
+key = f"{op}_tflops"
+runs = {w: [json.load(open(os.path.join(d, f"{w}_{r}.json"))) for r in range(1, nr + 1)
+            if os.path.exists(os.path.join(d, f"{w}_{r}.json"))] for w in ["base"] + names}
+print("| hdim | N | causal | base TF/s | " + " | ".join(f"{n} TF/s | {n}/base" for n in names) + " |")
+print("|---|---|---|---|" + "---|---|" * len(names))
+for i, row in enumerate(runs["base"][0]):
+    b = [r[i][key] for r in runs["base"]]
+    cells = []
+    for n in names:
+        v = [r[i][key] for r in runs[n]]
+        cells.append(f"{' / '.join(f'{x:.1f}' for x in v)} | {statistics.median(v) / statistics.median(b):.3f}")
+    print(f"| {row['hdim']} | {row['seqlen']} | {row['causal']} | {' / '.join(f'{x:.1f}' for x in b)} | "
+          + " | ".join(cells) + " |")
+PY
+rm -rf "$tmp"
