@@ -31,6 +31,10 @@ struct SmemTile {
   static_assert(COLS % 32 == 0, "swizzle needs rows of a multiple of 64 bytes");
   static_assert(ROWS % 8 == 0, "tiles hold whole 8-row ldmatrix groups");
 
+  // Chunks per swizzle group: the XOR permutes chunks only within aligned groups of
+  // this many, and a row's swizzle value depends on row % 8 only.
+  static constexpr int kSwizzleGroup = kChunks % 8 == 0 ? 8 : 4;
+
   // Byte offset of 16-byte chunk `chunk` (logical) of row `row`.
   FLASHPP_TILE_FN static std::uint32_t offset(int row, int chunk) {
     int phys;
@@ -39,6 +43,19 @@ struct SmemTile {
     else
       phys = chunk ^ ((row >> 1) & 3);
     return std::uint32_t(row * kRowBytes + phys * 16);
+  }
+
+  // The offset of (row + 16 r, chunk + 2 c) from offset(row, chunk) = off, where
+  // chunk % kSwizzleGroup is 0 or 1: rows move by whole swizzle periods (an add), and
+  // 2 c chunks split into whole groups (an add) and an even step inside the group,
+  // which cannot carry past the group and so commutes with the swizzle XOR: it XORs
+  // the same chunk bits of the offset. The same holds from any chunk whose bits are
+  // disjoint from 2 c and that stays inside its group (fragments.cuh,
+  // steps_stay_in_group). Requires the tile's address to be aligned to a
+  // group (16 kSwizzleGroup bytes) when applied to an address rather than an offset.
+  FLASHPP_TILE_FN static constexpr std::uint32_t step_xor(int c) { return 16u * ((2 * c) % kSwizzleGroup); }
+  FLASHPP_TILE_FN static constexpr std::uint32_t step_add(int r, int c) {
+    return std::uint32_t(16 * r * kRowBytes + 16 * kSwizzleGroup * ((2 * c) / kSwizzleGroup));
   }
 };
 

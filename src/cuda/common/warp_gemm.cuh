@@ -9,29 +9,30 @@
 
 namespace flashpp::cuda {
 
-enum class Major { mk, km };  // operand stored [m or n][k] (mk) or [k][m or n] (km)
-
-template <typename T, class ATile, Major AM, class BTile, Major BM, int MT, int NT, int KSTEPS>
+// AStep / BStep: the operand's loads are addressed from its first one by
+// stepped_addr (fragments.cuh), which requires that operand's first chunk, k0 / 8
+// for a [m][k] tile or m0 / 8 (n0 / 8) for a [k][m] one, to be a multiple of the
+// tile's swizzle group (every caller's k0 is 0; the [k][m] callers whose warp
+// offsets break it pass false and take the general form).
+template <typename T, class ATile, Major AM, class BTile, Major BM, int MT, int NT, int KSTEPS, bool AStep = true,
+          bool BStep = true>
 __device__ __forceinline__ void gemm_ss(float (&acc)[MT][NT][4], std::uint32_t a_tile, int m0, int a_k0,
                                         std::uint32_t b_tile, int n0, int b_k0, int lane) {
   static_assert(NT % 2 == 0, "B fragments are loaded in pairs");
+  const std::uint32_t a_base = a_lane_addr<ATile, AM>(a_tile, m0, a_k0, lane);
+  const std::uint32_t b_base = b_lane_addr<BTile, BM>(b_tile, n0, b_k0, lane);
 #pragma unroll
   for (int ks = 0; ks < KSTEPS; ++ks) {
     std::uint32_t a[MT][4];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      if constexpr (AM == Major::mk)
-        load_a<ATile>(a[mt], a_tile, m0 + mt * 16, a_k0 + ks * 16, lane);
-      else
-        load_a_trans<ATile>(a[mt], a_tile, m0 + mt * 16, a_k0 + ks * 16, lane);
-    }
+    for (int mt = 0; mt < MT; ++mt)
+      load_a_at<AM>(a[mt], AStep ? stepped_addr<ATile, AM>(a_base, mt, ks)
+                                 : a_lane_addr<ATile, AM>(a_tile, m0 + mt * 16, a_k0 + ks * 16, lane));
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       std::uint32_t b0[2], b1[2];
-      if constexpr (BM == Major::mk)
-        load_b_pair<BTile>(b0, b1, b_tile, n0 + np * 16, b_k0 + ks * 16, lane);
-      else
-        load_b_pair_trans<BTile>(b0, b1, b_tile, n0 + np * 16, b_k0 + ks * 16, lane);
+      load_b_pair_at<BM>(b0, b1, BStep ? stepped_addr<BTile, BM>(b_base, np, ks)
+                                       : b_lane_addr<BTile, BM>(b_tile, n0 + np * 16, b_k0 + ks * 16, lane));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         Element<T>::mma(acc[mt][2 * np], a[mt], b0);
@@ -42,19 +43,18 @@ __device__ __forceinline__ void gemm_ss(float (&acc)[MT][NT][4], std::uint32_t a
 }
 
 // A from registers: a[MT][KSTEPS][4] already in fragment layout.
-template <typename T, class BTile, Major BM, int MT, int NT, int KSTEPS>
+template <typename T, class BTile, Major BM, int MT, int NT, int KSTEPS, bool BStep = true>
 __device__ __forceinline__ void gemm_rs(float (&acc)[MT][NT][4], const std::uint32_t (&a)[MT][KSTEPS][4],
                                         std::uint32_t b_tile, int n0, int b_k0, int lane) {
   static_assert(NT % 2 == 0, "B fragments are loaded in pairs");
+  const std::uint32_t b_base = b_lane_addr<BTile, BM>(b_tile, n0, b_k0, lane);
 #pragma unroll
   for (int ks = 0; ks < KSTEPS; ++ks) {
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       std::uint32_t b0[2], b1[2];
-      if constexpr (BM == Major::mk)
-        load_b_pair<BTile>(b0, b1, b_tile, n0 + np * 16, b_k0 + ks * 16, lane);
-      else
-        load_b_pair_trans<BTile>(b0, b1, b_tile, n0 + np * 16, b_k0 + ks * 16, lane);
+      load_b_pair_at<BM>(b0, b1, BStep ? stepped_addr<BTile, BM>(b_base, np, ks)
+                                       : b_lane_addr<BTile, BM>(b_tile, n0 + np * 16, b_k0 + ks * 16, lane));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         Element<T>::mma(acc[mt][2 * np], a[mt][ks], b0);
