@@ -59,6 +59,53 @@ TEST(CudaSmemLayout, SwizzleIsConflictFree) {
   check_tile<SmemTile<128, 64>>("P^T 128x64");
 }
 
+// The stepped ldmatrix addresses (fragments.cuh, stepped_addr): from a first load at
+// (row, chunk) with chunk = a multiple of `align` plus a lane bit, the load 16 r rows
+// and 2 c chunks on is offset(row, chunk) ^ step_xor(c) + step_add(r, c), for every
+// start the kernels' lanes take and every walk steps_stay_in_group allows. The walks
+// it refuses must have a start where the formula is wrong (else the rule is too
+// strict, and a kernel takes the slow form for nothing).
+template <class Tile>
+void check_stepped(const std::string& name) {
+  for (int align = 2; align <= Tile::kChunks; align += 2)
+    for (int steps = 1; 2 * steps <= Tile::kChunks; ++steps) {
+      bool all_hold = true;
+      for (int c0 = 0; c0 + 2 * steps <= Tile::kChunks; c0 += align)
+        for (int bit = 0; bit < 2; ++bit)
+          for (int row = 0; row + 16 <= Tile::kRows; ++row)
+            for (int r = 0; row + 16 * r < Tile::kRows && r < 3; ++r)
+              for (int c = 0; c < steps; ++c) {
+                const std::uint32_t want = Tile::offset(row + 16 * r, c0 + bit + 2 * c);
+                const std::uint32_t got = (Tile::offset(row, c0 + bit) ^ Tile::step_xor(c)) + Tile::step_add(r, c);
+                if (want != got) all_hold = false;
+                if (Tile::steps_stay_in_group(align, steps)) {
+                  ASSERT_EQ(got, want) << name << ": align " << align << " steps " << steps << " start (" << row
+                                       << ", " << c0 + bit << ") step (" << r << ", " << c << ")";
+                }
+              }
+      // A refused walk with more than one start must fail somewhere.
+      if (!Tile::steps_stay_in_group(align, steps) && align + 2 * steps <= Tile::kChunks) {
+        EXPECT_FALSE(all_hold) << name << ": align " << align << " steps " << steps << " holds but is refused";
+      }
+    }
+}
+
+TEST(CudaSmemLayout, SteppedFragmentAddresses) {
+  check_stepped<SmemTile<128, 32>>("128x32");
+  check_stepped<SmemTile<128, 64>>("128x64");
+  check_stepped<SmemTile<64, 96>>("64x96");
+  check_stepped<SmemTile<64, 128>>("64x128");
+  check_stepped<SmemTile<64, 192>>("64x192");
+  check_stepped<SmemTile<64, 256>>("64x256");
+  // The backward's warp offsets along [k][m] operands (bwd_kernel.cuh, phases B/C):
+  // head dims 64 and 128 take the stepped form, 96 and 192 (48-column warp shares)
+  // the general one.
+  EXPECT_TRUE((SmemTile<64, 128>::steps_stay_in_group(64 / 8, 4)));
+  EXPECT_TRUE((SmemTile<128, 64>::steps_stay_in_group(32 / 8, 2)));
+  EXPECT_FALSE((SmemTile<64, 96>::steps_stay_in_group(48 / 8, 3)));
+  EXPECT_FALSE((SmemTile<64, 192>::steps_stay_in_group(48 / 8, 3)));
+}
+
 // The dQ accumulator's 8 x 8 blocks (sm80::dq_accum_index): a bijection of
 // (rows rounded up to 8) x width onto [0, that many floats); each row's 8-column
 // chunk is 8 consecutive floats (the convert kernel's two float4 loads); and one

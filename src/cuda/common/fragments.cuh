@@ -38,7 +38,7 @@ __device__ __forceinline__ std::uint32_t b_lane_addr(std::uint32_t tile, int n0,
 // from a lane's first load `base` (SmemTile::step_xor/step_add): a [m][k] tile steps
 // rows with m and chunks with k, a [k][m] tile the reverse. Valid when the first
 // load's chunk (k0 / 8, or m0 / 8 for [k][m]) is a multiple of the swizzle group, or
-// the steps stay inside one group (steps_stay_in_group), and the tile's address is a
+// the steps stay inside one group (SmemTile::steps_stay_in_group), and the tile's address is a
 // multiple of the group's bytes; one XOR with a constant per
 // load, the add folded into the ldmatrix's immediate, where the general form
 // recomputes the swizzle (two or three integer instructions per load).
@@ -48,18 +48,6 @@ __device__ __forceinline__ std::uint32_t stepped_addr(std::uint32_t base, int mn
     return (base ^ Tile::step_xor(ks)) + Tile::step_add(mn, ks);
   else
     return (base ^ Tile::step_xor(mn)) + Tile::step_add(ks, mn);
-}
-
-// Whether stepped_addr holds for an operand whose first chunk along its stepped
-// dimension (see above) is a multiple of `align` chunks, stepping `steps` times by 2
-// chunks: either that chunk starts a swizzle group, or the steps span a power of two
-// of chunks that divides both the group and the start (a warp at w times its own
-// span), so they stay inside one group without carrying.
-template <class Tile>
-__host__ __device__ constexpr bool steps_stay_in_group(int align, int steps) {
-  const int span = 2 * steps;
-  return align % Tile::kSwizzleGroup == 0 ||
-         ((span & (span - 1)) == 0 && Tile::kSwizzleGroup % span == 0 && align % span == 0);
 }
 
 template <class Tile>

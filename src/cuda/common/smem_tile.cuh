@@ -53,6 +53,16 @@ struct SmemTile {
   // disjoint from 2 c and that stays inside its group (fragments.cuh,
   // steps_stay_in_group). Requires the tile's address to be aligned to a
   // group (16 kSwizzleGroup bytes) when applied to an address rather than an offset.
+  // Whether step_xor/step_add hold for a walk whose first chunk (less the lane's
+  // bit) is a multiple of `align` chunks and which steps `steps` times by 2 chunks:
+  // either that chunk starts a swizzle group, or the steps span a power of two of
+  // chunks that divides both the group and the start (a warp at w times its own
+  // span), so they stay inside one group without carrying.
+  FLASHPP_TILE_FN static constexpr bool steps_stay_in_group(int align, int steps) {
+    const int span = 2 * steps;
+    return align % kSwizzleGroup == 0 ||
+           ((span & (span - 1)) == 0 && kSwizzleGroup % span == 0 && align % span == 0);
+  }
   FLASHPP_TILE_FN static constexpr std::uint32_t step_xor(int c) { return 16u * ((2 * c) % kSwizzleGroup); }
   FLASHPP_TILE_FN static constexpr std::uint32_t step_add(int r, int c) {
     return std::uint32_t(16 * r * kRowBytes + 16 * kSwizzleGroup * ((2 * c) / kSwizzleGroup));

@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
     // ---- B: dV += P^T dO, dK += dS^T Q for keys kb*KB.., dims db*DB.. ----
     // The [k][m] operands of phases B and C start at warp offsets (db DB, qc QC, dc DC):
     // stepped ldmatrix addresses where those keep the steps inside a swizzle group.
-    constexpr bool kStepB = steps_stay_in_group<QTile>(DB / 8, NB / 2);
+    constexpr bool kStepB = QTile::steps_stay_in_group(DB / 8, NB / 2);
     if constexpr (!Fix)
       gemm_ss<T, PTile, Major::mk, QTile, Major::km, MB, NB, BM / 16, true, kStepB>(dv_acc, pt_s, kb * KB, 0, dost,
                                                                                    db * DB, 0, lane);
@@ -307,8 +307,8 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
     if (!p.deterministic && (!Fix || step_marked(h, m0))) {
       float dq[MC][NC][4];
       zero(dq);
-      gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NC, BN / 16, steps_stay_in_group<PTile>(QC / 8, MC),
-              steps_stay_in_group<KTile>(DC / 8, NC / 2)>(dq, Fix ? pt_s : dst_s, qc * QC, 0, k_s, dc * DC, 0, lane);
+      gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NC, BN / 16, PTile::steps_stay_in_group(QC / 8, MC),
+              KTile::steps_stay_in_group(DC / 8, NC / 2)>(dq, Fix ? pt_s : dst_s, qc * QC, 0, k_s, dc * DC, 0, lane);
       // Unconditional reductions: a bounds check around each one compiles to a
       // branch with its own reconvergence point (32 per step at head dim 256). Full
       // steps need no check; on a partial one, rows past its end and columns past
