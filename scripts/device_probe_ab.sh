@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
 # Same-run A/B (device_check.sh probe step): the benchmark grid of this build
 # ("new") against binaries built elsewhere from other versions and carried to the
-# device (build-ab/<op>_bench_<name>; "base" is the reference), in rounds that visit
+# device (build-ab/bench_<name>; "base" is the reference), in rounds that visit
 # every binary in turn, so drift between rounds shows as spread, not as a gain.
-# Prints one table: TFLOP/s per round and each version's median over base's.
-#   FLASHPP_AB_OP      fwd (default) or bwd: which pass the grid times (--fwd-only / --bwd-only)
+# Prints one table per pass: TFLOP/s per round and each version's median over base's.
+#   FLASHPP_AB_OPS     passes to time, each its own grid (default "fwd"): fwd, bwd, or
+#                      fa2fwd (the forward with the FA2-class kernels forced,
+#                      FLASHPP_CUDA_FORWARD_FAMILY=sm80)
 #   FLASHPP_AB_ROUNDS  rounds (default 2)
 #   FLASHPP_AB_HDIM    only this head dim (the bench's --hdim)
 set -uo pipefail
-op=${FLASHPP_AB_OP:-fwd}
 rounds=${FLASHPP_AB_ROUNDS:-2}
 extra=()
 [ -n "${FLASHPP_AB_HDIM:-}" ] && extra+=(--hdim "$FLASHPP_AB_HDIM")
 declare -A bins=([new]="$BUILD/tests/cuda/flashpp_cuda_bench")
-for b in build-ab/${op}_bench_*; do [ -x "$b" ] && bins[${b#build-ab/${op}_bench_}]=$b; done
-[ -n "${bins[base]:-}" ] || { echo "no baseline binary at build-ab/${op}_bench_base"; exit 0; }
+for b in build-ab/bench_*; do [ -x "$b" ] && bins[${b#build-ab/bench_}]=$b; done
+[ -n "${bins[base]:-}" ] || { echo "no baseline binary at build-ab/bench_base"; exit 0; }
+for pass in ${FLASHPP_AB_OPS:-fwd}; do
+op=$pass
+envs=()
+[ "$pass" = fa2fwd ] && op=fwd && envs=(FLASHPP_CUDA_FORWARD_FAMILY=sm80)
+echo "=== A/B: $pass ==="
 tmp=$(mktemp -d)
 for round in $(seq 1 "$rounds"); do
   for who in "${!bins[@]}"; do
-    timeout 150 "${bins[$who]}" --grid --$op-only --reps 10 "${extra[@]}" --json "$tmp/${who}_$round.json" >/dev/null 2>&1
+    env "${envs[@]}" timeout 150 "${bins[$who]}" --grid --$op-only --reps 10 "${extra[@]}" \
+      --json "$tmp/${who}_$round.json" >/dev/null 2>&1
     echo "$who round $round rc $?"
   done
 done
@@ -40,3 +47,4 @@ for i, row in enumerate(runs["base"][0]):
           + " | ".join(cells) + " |")
 PY
 rm -rf "$tmp"
+done
