@@ -33,6 +33,21 @@ __global__ void fill_normalish(__nv_bfloat16* x, std::size_t n, unsigned seed, f
 }
 
 
+// --sink (bench_cuda.cu): head dim 0 of every query row becomes 1, of every key but
+// each sequence's first 0, and of the first key L sqrt(d) (bf16 rounds it to 3
+// significant digits), so with the softmax scale 1 / sqrt(d) each query's logit on
+// its first key is L plus what the other dims give (std ~0.17 from fill_normalish)
+// and on the others what those dims give. rows = batch * seqlen * heads, row-major.
+__global__ void add_sink(__nv_bfloat16* q, __nv_bfloat16* k, std::size_t rows, int seqlen, int heads, int d,
+                         float logit) {
+  for (std::size_t r = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; r < rows;
+       r += std::size_t(gridDim.x) * blockDim.x) {
+    const bool first_key = (r / heads) % seqlen == 0;
+    q[r * d] = __float2bfloat16(1.f);
+    k[r * d] = __float2bfloat16(first_key ? logit * sqrtf(float(d)) : 0.f);
+  }
+}
+
 struct Buffers {
   std::vector<void*> ptrs;
   void* alloc(std::size_t bytes) {

@@ -3,9 +3,12 @@
 // hidden 2048), timed with CUDA events, median of repeated calls after warm-up.
 // FLOPs: forward 4 * B * H * N^2 * d (halved when causal), backward 2.5x forward.
 //   flashpp_cuda_bench [--json PATH] [--reps N] [--quick | --grid | --varlen] [--fwd-only | --bwd-only] [--hdim D]
-//   [--q-scale S]
+//   [--q-scale S] [--sink L]
 // --q-scale multiplies q by S (default 1): with S ~ 100 most softmax rows sit on one
 // key, which times the backward's exact-D passes (bwd_exact_d.cuh) on every block.
+// --sink L gives every query the logit L on its sequence's first key (an attention
+// sink, as trained models have in many heads): its P is about e^L / (e^L + keys), so
+// L = ln(3 N) puts 3/4 of each long row's mass there; rows past 1/2 are marked.
 // --fwd-only times our default forward alone (the FA2 and backward columns read 0);
 // --bwd-only times the backward alone (the forward columns read 0); --hdim keeps
 // the configurations of one head dim. --varlen times the forward on varlen
@@ -42,6 +45,7 @@ int main(int argc, char** argv) {
   bool quick = false, grid = false, varlen = false, fwd_only = false, bwd_only = false;
   int keep_d = 0;
   float q_scale = 1.f;
+  float sink_logit = 0.f;  // 0: no sink
   int only_d = 0, only_n = 0, only_causal = 0;  // --only hdim,N,causal: one config (profiling)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
@@ -52,6 +56,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--fwd-only")) fwd_only = true;
     else if (!std::strcmp(argv[i], "--bwd-only")) bwd_only = true;
     else if (!std::strcmp(argv[i], "--q-scale") && i + 1 < argc) q_scale = std::strtof(argv[++i], nullptr);
+    else if (!std::strcmp(argv[i], "--sink") && i + 1 < argc) sink_logit = std::strtof(argv[++i], nullptr);
     else if (!std::strcmp(argv[i], "--hdim") && i + 1 < argc) keep_d = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc &&
              std::sscanf(argv[++i], "%d,%d,%d", &only_d, &only_n, &only_causal) != 3) {
@@ -77,6 +82,10 @@ int main(int argc, char** argv) {
   if (only_d != 0) configs = {{only_d, only_n, only_causal != 0}};
   if (!(q_scale > 0.f) || !std::isfinite(q_scale)) {
     std::fprintf(stderr, "--q-scale must be a finite number above 0\n");
+    return 2;
+  }
+  if (!std::isfinite(sink_logit) || sink_logit < 0.f || sink_logit > 60.f) {
+    std::fprintf(stderr, "--sink must be a logit in 0..60 (0: no sink)\n");
     return 2;
   }
   if (fwd_only && bwd_only) {
@@ -110,6 +119,7 @@ int main(int argc, char** argv) {
     auto* lse = static_cast<float*>(buf.alloc(std::size_t(b) * h * n * 4));
     unsigned seed = 1;
     for (auto* x : {q, k, v, dout}) fill_normalish<<<1024, 256>>>(x, elems, seed++, x == q ? q_scale : 1.f);
+    if (sink_logit > 0.f) add_sink<<<1024, 256>>>(q, k, std::size_t(b) * n * h, n, h, d, sink_logit);
     check(cudaDeviceSynchronize(), "fill");
     using flashpp::DType;
     using flashpp::TensorView;
