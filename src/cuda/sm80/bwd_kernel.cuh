@@ -62,6 +62,7 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
   constexpr int QC = kT.dq_queries(), DC = kT.dq_dims();
   constexpr int MA = KA / 16, NA = QA / 8, MB = KB / 16, NB = DB / 8, MC = QC / 16, NC = DC / 8;
   using Smem = BwdSmem<D, V>;
+  constexpr BwdStepped kStep = bwd_stepped(D);
   using KTile = typename Smem::KTile;
   using QTile = typename Smem::QTile;
   using PTile = typename Smem::PTile;
@@ -172,8 +173,10 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
       float st[MA][NA][4], dpt[MA][NA][4];
       zero(st);
       zero(dpt);
-      gemm_ss<T, KTile, Major::mk, QTile, Major::mk, MA, NA, D / 16>(st, k_s, ka * KA, 0, qst, qa * QA, 0, lane);
-      gemm_ss<T, KTile, Major::mk, QTile, Major::mk, MA, NA, D / 16>(dpt, v_s, ka * KA, 0, dost, qa * QA, 0, lane);
+      gemm_ss<T, KTile, Major::mk, QTile, Major::mk, MA, NA, D / 16, kStep.a, kStep.a>(st, k_s, ka * KA, 0, qst,
+                                                                                        qa * QA, 0, lane);
+      gemm_ss<T, KTile, Major::mk, QTile, Major::mk, MA, NA, D / 16, kStep.a, kStep.a>(dpt, v_s, ka * KA, 0, dost,
+                                                                                        qa * QA, 0, lane);
       const bool fold = smap.folds();
       if (!fold) smap.apply(st);
       if (tile_needs_mask(m0, rows, n0, BN, seq, wl, wr)) {
@@ -294,21 +297,24 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
     __syncthreads();
 
     // ---- B: dV += P^T dO, dK += dS^T Q for keys kb*KB.., dims db*DB.. ----
-    // The [k][m] operands of phases B and C start at warp offsets (db DB, qc QC, dc DC):
-    // stepped ldmatrix addresses where those keep the steps inside a swizzle group.
-    constexpr bool kStepB = QTile::steps_stay_in_group(DB / 8, NB / 2);
+    // Stepped ldmatrix addresses where the tile table chooses them (bwd_stepped); the
+    // [k][m] operands of phases B and C start at warp offsets (db DB, qc QC, dc DC),
+    // which must keep the steps inside a swizzle group.
+    constexpr bool kStepB = kStep.bc && QTile::steps_stay_in_group(DB / 8, NB / 2);
     if constexpr (!Fix)
-      gemm_ss<T, PTile, Major::mk, QTile, Major::km, MB, NB, BM / 16, true, kStepB>(dv_acc, pt_s, kb * KB, 0, dost,
+      gemm_ss<T, PTile, Major::mk, QTile, Major::km, MB, NB, BM / 16, kStep.b_mk, kStepB>(dv_acc, pt_s, kb * KB, 0, dost,
                                                                                    db * DB, 0, lane);
-    gemm_ss<T, PTile, Major::mk, QTile, Major::km, MB, NB, BM / 16, true, kStepB>(dk_acc, dst_s, kb * KB, 0, qst,
+    gemm_ss<T, PTile, Major::mk, QTile, Major::km, MB, NB, BM / 16, kStep.b_mk, kStepB>(dk_acc, dst_s, kb * KB, 0, qst,
                                                                                  db * DB, 0, lane);
 
     // ---- C: dQ += dS K for queries qc*QC.., dims dc*DC.. (Fix: the correction, where marked) ----
     if (!p.deterministic && (!Fix || step_marked(h, m0))) {
       float dq[MC][NC][4];
       zero(dq);
-      gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NC, BN / 16, PTile::steps_stay_in_group(QC / 8, MC),
-              KTile::steps_stay_in_group(DC / 8, NC / 2)>(dq, Fix ? pt_s : dst_s, qc * QC, 0, k_s, dc * DC, 0, lane);
+      constexpr bool kStepA = kStep.bc && PTile::steps_stay_in_group(QC / 8, MC);
+      constexpr bool kStepK = kStep.bc && KTile::steps_stay_in_group(DC / 8, NC / 2);
+      gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NC, BN / 16, kStepA, kStepK>(dq, Fix ? pt_s : dst_s, qc * QC, 0,
+                                                                                      k_s, dc * DC, 0, lane);
       // Unconditional reductions: a bounds check around each one compiles to a
       // branch with its own reconvergence point (32 per step at head dim 256). Full
       // steps need no check; on a partial one, rows past its end and columns past

@@ -118,8 +118,8 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const _
 
     float s[MT][NS][4];
     zero(s);
-    gemm_ss<T, QTile, Major::mk, KVTile, Major::mk, MT, NS, D / 16>(s, q_s, wrow, 0, k_s + stage * KVTile::kBytes, 0,
-                                                                    0, lane);
+    gemm_ss<T, QTile, Major::mk, KVTile, Major::mk, MT, NS, D / 16, fwd_stepped(D), fwd_stepped(D)>(
+        s, q_s, wrow, 0, k_s + stage * KVTile::kBytes, 0, 0, lane);
     const bool fold = smap.folds();
     if (!fold) smap.apply(s);
     const int n0 = n * BN;
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const _
 
     std::uint32_t pa[MT][NS / 2][4];
     acc_to_a<T>(pa, s);
-    gemm_rs<T, KVTile, Major::km, MT, NO, NS / 2>(o, pa, v_s + stage * KVTile::kBytes, 0, 0, lane);
+    gemm_rs<T, KVTile, Major::km, MT, NO, NS / 2, fwd_stepped(D)>(o, pa, v_s + stage * KVTile::kBytes, 0, 0, lane);
   }
 
   ptx::cp_async_wait_group<0>();  // no copy may still target shared memory at exit

@@ -54,6 +54,11 @@ constexpr bool fwd_lazy_rescale(int d) { return d == 128; }
 // flavours free of spills with it.
 constexpr bool fwd_full_tile_copies(int) { return true; }
 
+// Whether the forward's products address their ldmatrix loads from one lane address
+// per operand (stepped_addr, fragments.cuh). At head dim 96 ptxas (nvcc 13.0) then
+// spills 14 instructions' worth on sm_80 and 2 on sm_90a, and none without.
+constexpr bool fwd_stepped(int d) { return d != 96; }
+
 // Q tile plus double-buffered K and V tiles.
 constexpr std::size_t fwd_smem_bytes(const FwdTiles& t) {
   return std::size_t(2) * t.head_dim * (t.block_m + 2 * 2 * t.block_n);
@@ -114,6 +119,29 @@ constexpr BwdTiles bwd_tiles(int d, int variant = 0) {
 }
 
 constexpr bool bwd_has_variant(int d, int variant) { return bwd_tiles(d, variant).head_dim != 0; }
+
+// Which backward products address their ldmatrix loads from one lane address per
+// operand (stepped_addr, fragments.cuh) instead of recomputing the swizzle per load:
+// phase A (S^T, dP^T), phase B's [m][k] operand (P^T, dS^T), and the [k][m] operands
+// of phases B and C at warp offsets (only where those keep the steps inside a
+// swizzle group). Fewer integer instructions, but the lane addresses stay live and
+// ptxas (nvcc 13.0, sm_90a) allocates registers differently for each choice; the
+// rows below are the choices with the fewest spills in both dtypes (static SASS:
+// spill instructions f16 / bf16, main kernel):
+//   d 64:  B/C only: 0 / 0 (all on: 22 / 0)
+//   d 128: none: 2 / 2 (A and B on: 7 / 4; B/C on: 7 / 5)
+//   d 256: A and B: 2 / 2 (all on: 13 spills; measured 1-3% slower on an H100)
+// 32, 96 and 192 keep every product that may step.
+struct BwdStepped {
+  bool a, b_mk, bc;
+};
+constexpr BwdStepped bwd_stepped(int d) {
+  switch (d) {
+    case 64: return {false, false, true};
+    case 128: return {false, false, false};
+    default: return {true, true, d != 256};
+  }
+}
 
 // K, V; double-buffered Q, dO, LSE and D; P^T and dS^T.
 constexpr std::size_t bwd_smem_bytes(const BwdTiles& t) {
