@@ -130,7 +130,7 @@ constexpr bool bwd_has_variant(int d, int variant) { return bwd_tiles(d, variant
 // spill instructions f16 / bf16, main kernel):
 //   d 64:  B/C only: 0 / 0 (all on: 22 / 0)
 //   d 128: none: 2 / 2 (A and B on: 7 / 4; B/C on: 7 / 5)
-//   d 256: A and B: 2 / 2 (all on: 13 spills; measured 1-3% slower on an H100)
+//   d 256: A and B: 2 / 2 (all on: 23 in bf16; measured 1-3% slower on an H100)
 // 32, 96 and 192 keep every product that may step.
 struct BwdStepped {
   bool a, b_mk, bc;
