@@ -37,6 +37,14 @@ struct Config {
   bool causal;
 };
 
+// A number that is the whole argument, or NaN (which the checks below reject), so a
+// typo is an error rather than a silent 0.
+float parse_float(const char* text) {
+  char* end = nullptr;
+  const float x = std::strtof(text, &end);
+  return end != text && *end == '\0' ? x : NAN;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,8 +63,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--varlen")) varlen = true;
     else if (!std::strcmp(argv[i], "--fwd-only")) fwd_only = true;
     else if (!std::strcmp(argv[i], "--bwd-only")) bwd_only = true;
-    else if (!std::strcmp(argv[i], "--q-scale") && i + 1 < argc) q_scale = std::strtof(argv[++i], nullptr);
-    else if (!std::strcmp(argv[i], "--sink") && i + 1 < argc) sink_logit = std::strtof(argv[++i], nullptr);
+    else if (!std::strcmp(argv[i], "--q-scale") && i + 1 < argc) q_scale = parse_float(argv[++i]);
+    else if (!std::strcmp(argv[i], "--sink") && i + 1 < argc) sink_logit = parse_float(argv[++i]);
     else if (!std::strcmp(argv[i], "--hdim") && i + 1 < argc) keep_d = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc &&
              std::sscanf(argv[++i], "%d,%d,%d", &only_d, &only_n, &only_causal) != 3) {

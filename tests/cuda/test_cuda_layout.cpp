@@ -17,6 +17,20 @@ namespace {
 
 using flashpp::cuda::SmemTile;
 
+// The tile shapes the kernels use (rows x 16-bit columns), each passed to
+// f.template operator()<Tile>(name).
+template <class F>
+void for_each_kernel_tile(F&& f) {
+  f.template operator()<SmemTile<128, 32>>("128x32");
+  f.template operator()<SmemTile<128, 64>>("128x64");
+  f.template operator()<SmemTile<128, 96>>("128x96");
+  f.template operator()<SmemTile<128, 128>>("128x128");
+  f.template operator()<SmemTile<64, 96>>("64x96");
+  f.template operator()<SmemTile<64, 128>>("64x128");
+  f.template operator()<SmemTile<64, 192>>("64x192");
+  f.template operator()<SmemTile<64, 256>>("64x256");
+}
+
 template <class Tile>
 void check_tile(const std::string& name) {
   // Each row's chunks map onto the row's own bytes, one to one.
@@ -50,13 +64,7 @@ void check_tile(const std::string& name) {
 }
 
 TEST(CudaSmemLayout, SwizzleIsConflictFree) {
-  check_tile<SmemTile<128, 32>>("128x32");
-  check_tile<SmemTile<128, 64>>("128x64");
-  check_tile<SmemTile<128, 96>>("128x96");
-  check_tile<SmemTile<128, 128>>("128x128");
-  check_tile<SmemTile<64, 192>>("64x192");
-  check_tile<SmemTile<64, 256>>("64x256");
-  check_tile<SmemTile<128, 64>>("P^T 128x64");
+  for_each_kernel_tile([]<class Tile>(const std::string& name) { check_tile<Tile>(name); });
 }
 
 // The stepped ldmatrix addresses (fragments.cuh, stepped_addr): from a first load at
@@ -91,12 +99,7 @@ void check_stepped(const std::string& name) {
 }
 
 TEST(CudaSmemLayout, SteppedFragmentAddresses) {
-  check_stepped<SmemTile<128, 32>>("128x32");
-  check_stepped<SmemTile<128, 64>>("128x64");
-  check_stepped<SmemTile<64, 96>>("64x96");
-  check_stepped<SmemTile<64, 128>>("64x128");
-  check_stepped<SmemTile<64, 192>>("64x192");
-  check_stepped<SmemTile<64, 256>>("64x256");
+  for_each_kernel_tile([]<class Tile>(const std::string& name) { check_stepped<Tile>(name); });
   // The backward's warp offsets along [k][m] operands (bwd_kernel.cuh, phases B/C):
   // head dims 64 and 128 take the stepped form, 96 and 192 (48-column warp shares)
   // the general one.

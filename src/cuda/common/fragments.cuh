@@ -50,25 +50,6 @@ __device__ __forceinline__ std::uint32_t stepped_addr(std::uint32_t base, int mn
     return (base ^ Tile::step_xor(mn)) + Tile::step_add(ks, mn);
 }
 
-template <class Tile>
-__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], std::uint32_t tile, int m0, int k0, int lane) {
-  ptx::ldmatrix_x4(a[0], a[1], a[2], a[3], a_lane_addr<Tile, Major::mk>(tile, m0, k0, lane));
-}
-template <class Tile>
-__device__ __forceinline__ void load_a_trans(std::uint32_t (&a)[4], std::uint32_t tile, int m0, int k0, int lane) {
-  ptx::ldmatrix_x4_trans(a[0], a[1], a[2], a[3], a_lane_addr<Tile, Major::km>(tile, m0, k0, lane));
-}
-template <class Tile>
-__device__ __forceinline__ void load_b_pair(std::uint32_t (&b0)[2], std::uint32_t (&b1)[2], std::uint32_t tile, int n0,
-                                            int k0, int lane) {
-  ptx::ldmatrix_x4(b0[0], b0[1], b1[0], b1[1], b_lane_addr<Tile, Major::mk>(tile, n0, k0, lane));
-}
-template <class Tile>
-__device__ __forceinline__ void load_b_pair_trans(std::uint32_t (&b0)[2], std::uint32_t (&b1)[2], std::uint32_t tile,
-                                                  int n0, int k0, int lane) {
-  ptx::ldmatrix_x4_trans(b0[0], b0[1], b1[0], b1[1], b_lane_addr<Tile, Major::km>(tile, n0, k0, lane));
-}
-
 // An A fragment or a pair of B fragments from an address (either orientation).
 template <Major M>
 __device__ __forceinline__ void load_a_at(std::uint32_t (&a)[4], std::uint32_t addr) {
