@@ -57,7 +57,7 @@ constexpr bool fwd_full_tile_copies(int) { return true; }
 // Whether the forward's products address their ldmatrix loads from one lane address
 // per operand (stepped_addr, fragments.cuh). At head dim 96 ptxas (nvcc 13.0) then
 // spills 14 instructions' worth on sm_80 and 2 on sm_90a, and none without.
-constexpr bool fwd_stepped(int d) { return d != 96; }
+constexpr bool fwd_stepped(int d) { return d != 96 && d != 64; }
 
 // Q tile plus double-buffered K and V tiles.
 constexpr std::size_t fwd_smem_bytes(const FwdTiles& t) {
