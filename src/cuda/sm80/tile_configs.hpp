@@ -56,7 +56,9 @@ constexpr bool fwd_full_tile_copies(int) { return true; }
 
 // Whether the forward's products address their ldmatrix loads from one lane address
 // per operand (stepped_addr, fragments.cuh). At head dim 96 ptxas (nvcc 13.0) then
-// spills 14 instructions' worth on sm_80 and 2 on sm_90a, and none without.
+// spills 14 instructions' worth on sm_80 and 2 on sm_90a, and none without. At head
+// dim 64 it saves 16 of ~3500 static instructions but ran 0.7-3.1% slower on an H100
+// (bench/results/h100-2026-12-06-s3-verify); d 128 gained 1-4%, d 256 up to 3%.
 constexpr bool fwd_stepped(int d) { return d != 96 && d != 64; }
 
 // Q tile plus double-buffered K and V tiles.
