@@ -155,14 +155,23 @@ fi
 
 if has_step grid; then
   echo "== benchmark grid beside the peers (hdim 64/128/256 x N 512..16K x causal) =="
+  # SM clock and power every 100 ms while the grid runs (ours, then the peers), so a
+  # ratio can be read beside the clocks each side ran at.
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader \
+    -lms 100 >"$out/grid_clocks.csv" 2>/dev/null &
+  clocks_pid=$!
+  date +"ours start %Y/%m/%d %H:%M:%S.%3N" >"$out/grid_marks.txt"
   timeout "$(allow 200)" "$build/tests/cuda/flashpp_cuda_bench" --grid --json "$out/grid_flashpp.json" \
     >"$out/grid.log" 2>&1
   note grid "flashpp rc $?"
+  date +"ours end %Y/%m/%d %H:%M:%S.%3N" >>"$out/grid_marks.txt"
   peers=(--json "$out/grid_peers.json")
   [ "${FLASHPP_GRID_PEERS:-1}" = 0 ] && peers=(--no-peers)
   PYTHONUNBUFFERED=1 timeout "$(allow 200)" python3 scripts/peer_bench.py --grid "${peers[@]}" \
     --ours "$out/grid_flashpp.json" --table "$out/grid_table.md" >>"$out/grid.log" 2>&1
   note "grid peers" "rc $?; grid_table.md"
+  date +"peers end %Y/%m/%d %H:%M:%S.%3N" >>"$out/grid_marks.txt"
+  kill "$clocks_pid" 2>/dev/null
   cat "$out/grid_table.md" 2>/dev/null | tee -a "$out/summary.txt"
 fi
 
