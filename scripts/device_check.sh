@@ -35,6 +35,8 @@
 #                         runs the backward's sampled and edge cases over the seeds once more with it
 #   FLASHPP_SANITIZE_TOOLS compute-sanitizer tools of the sanitize step (default: memcheck racecheck synccheck)
 #   FLASHPP_GRID_PEERS=0  the grid step times ours only (no torch peers)
+#   FLASHPP_GRID_COOL_MS  idle before each timed pass of the grid step, ours and the peers'
+#                         alike (default 250; 0 runs the passes back to back)
 #   FLASHPP_SUITE_ARGS    arguments of `python3 -m bench.suite run` (default --quick)
 #   FLASHPP_TEST_REGEX    ctest -R filter for the test step (default: every gpu test)
 #   FLASHPP_BENCH_QUICK=1 one benchmark configuration only
@@ -161,13 +163,14 @@ if has_step grid; then
     -lms 100 >"$out/grid_clocks.csv" 2>/dev/null &
   clocks_pid=$!
   date +"ours start %Y/%m/%d %H:%M:%S.%3N" >"$out/grid_marks.txt"
-  timeout "$(allow 200)" "$build/tests/cuda/flashpp_cuda_bench" --grid --json "$out/grid_flashpp.json" \
+  cool=(--cool-ms "${FLASHPP_GRID_COOL_MS:-250}")
+  timeout "$(allow 200)" "$build/tests/cuda/flashpp_cuda_bench" --grid "${cool[@]}" --json "$out/grid_flashpp.json" \
     >"$out/grid.log" 2>&1
   note grid "flashpp rc $?"
   date +"ours end %Y/%m/%d %H:%M:%S.%3N" >>"$out/grid_marks.txt"
   peers=(--json "$out/grid_peers.json")
   [ "${FLASHPP_GRID_PEERS:-1}" = 0 ] && peers=(--no-peers)
-  PYTHONUNBUFFERED=1 timeout "$(allow 200)" python3 scripts/peer_bench.py --grid "${peers[@]}" \
+  PYTHONUNBUFFERED=1 timeout "$(allow 200)" python3 scripts/peer_bench.py --grid "${cool[@]}" "${peers[@]}" \
     --ours "$out/grid_flashpp.json" --table "$out/grid_table.md" >>"$out/grid.log" 2>&1
   note "grid peers" "rc $?; grid_table.md"
   date +"peers end %Y/%m/%d %H:%M:%S.%3N" >>"$out/grid_marks.txt"

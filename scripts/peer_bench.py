@@ -17,8 +17,15 @@ CONFIGS = [(64, 2048, False), (64, 16384, False), (128, 1024, False), (128, 4096
 GRID = [(d, 512 << i, c) for d in (64, 128, 256) for c in (False, True) for i in range(6)]
 
 
+COOL_MS = 0  # --cool-ms: idle before each timed pass, as flashpp_cuda_bench --cool-ms
+
+
 def median_ms(fn, reps):
+    import time
     import torch
+    if COOL_MS > 0:
+        torch.cuda.synchronize()
+        time.sleep(COOL_MS / 1000)
     for _ in range(2):
         fn()
     times = []
@@ -114,10 +121,13 @@ def main():
     ap.add_argument("--ours", help="flashpp_cuda_bench JSON to show beside them")
     ap.add_argument("--table", help="write the combined table here")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--cool-ms", type=int, default=0, help="idle before each timed pass (milliseconds)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--grid", action="store_true", help="the full grid of flashpp_cuda_bench --grid")
     ap.add_argument("--no-peers", action="store_true", help="only show --ours")
     args = ap.parse_args()
+    global COOL_MS
+    COOL_MS = args.cool_ms
     rows = []
     try:
         if not args.no_peers:

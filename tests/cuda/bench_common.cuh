@@ -5,8 +5,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 namespace flashpp::bench {
@@ -61,8 +63,21 @@ struct Buffers {
   }
 };
 
+// Idle time before each timed pass (--cool-ms; scripts/peer_bench.py takes the same
+// option). Back-to-back passes keep an H100 at its power cap and lower its clock for
+// whatever runs next; the peers' process idles between configs. An equal pause before
+// every pass on both sides starts each measurement from the same state.
+inline int& cool_ms() {
+  static int ms = 0;
+  return ms;
+}
+
 template <class F>
 float median_ms(F&& f, int reps) {
+  if (cool_ms() > 0) {
+    check(cudaDeviceSynchronize(), "sync");
+    std::this_thread::sleep_for(std::chrono::milliseconds(cool_ms()));
+  }
   cudaEvent_t a, b;
   check(cudaEventCreate(&a), "event");
   check(cudaEventCreate(&b), "event");

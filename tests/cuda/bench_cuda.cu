@@ -2,7 +2,7 @@
 // configurations of the reference table in DESIGN.md (bf16, batch * seqlen = 16K,
 // hidden 2048), timed with CUDA events, median of repeated calls after warm-up.
 // FLOPs: forward 4 * B * H * N^2 * d (halved when causal), backward 2.5x forward.
-//   flashpp_cuda_bench [--json PATH] [--reps N] [--quick | --grid | --varlen] [--fwd-only | --bwd-only] [--hdim D]
+//   flashpp_cuda_bench [--json PATH] [--reps N] [--cool-ms MS] [--quick | --grid | --varlen] [--fwd-only | --bwd-only] [--hdim D]
 //   [--q-scale S] [--sink L]
 // --q-scale multiplies q by S (default 1): with S ~ 100 most softmax rows sit on one
 // key, which times the backward's exact-D passes (bwd_exact_d.cuh) on every block.
@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--q-scale") && i + 1 < argc) q_scale = parse_float(argv[++i]);
     else if (!std::strcmp(argv[i], "--sink") && i + 1 < argc) sink_logit = parse_float(argv[++i]);
     else if (!std::strcmp(argv[i], "--hdim") && i + 1 < argc) keep_d = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--cool-ms") && i + 1 < argc) flashpp::bench::cool_ms() = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc &&
              std::sscanf(argv[++i], "%d,%d,%d", &only_d, &only_n, &only_causal) != 3) {
       std::fprintf(stderr, "--only wants hdim,N,causal (for example 128,16384,0)\n");
