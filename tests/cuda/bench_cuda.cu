@@ -45,6 +45,13 @@ float parse_float(const char* text) {
   return end != text && *end == '\0' ? x : NAN;
 }
 
+// A count that is the whole argument and in [0, 60000], else -1 (rejected below).
+int parse_ms(const char* text) {
+  char* end = nullptr;
+  const long x = std::strtol(text, &end, 10);
+  return end != text && *end == '\0' && x >= 0 && x <= 60000 ? int(x) : -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,7 +73,13 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--q-scale") && i + 1 < argc) q_scale = parse_float(argv[++i]);
     else if (!std::strcmp(argv[i], "--sink") && i + 1 < argc) sink_logit = parse_float(argv[++i]);
     else if (!std::strcmp(argv[i], "--hdim") && i + 1 < argc) keep_d = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--cool-ms") && i + 1 < argc) flashpp::bench::cool_ms() = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--cool-ms") && i + 1 < argc) {
+      flashpp::bench::cool_ms() = parse_ms(argv[++i]);
+      if (flashpp::bench::cool_ms() < 0) {
+        std::fprintf(stderr, "--cool-ms wants a whole number of milliseconds in [0, 60000]\n");
+        return 2;
+      }
+    }
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc &&
              std::sscanf(argv[++i], "%d,%d,%d", &only_d, &only_n, &only_causal) != 3) {
       std::fprintf(stderr, "--only wants hdim,N,causal (for example 128,16384,0)\n");

@@ -101,8 +101,9 @@ void check_stepped(const std::string& name) {
 TEST(CudaSmemLayout, SteppedFragmentAddresses) {
   for_each_kernel_tile([]<class Tile>(const std::string& name) { check_stepped<Tile>(name); });
   // The backward's warp offsets along [k][m] operands (bwd_kernel.cuh, phases B/C):
-  // head dims 64 and 128 take the stepped form, 96 and 192 (48-column warp shares)
-  // the general one.
+  // at head dims 64 and 128 they keep the steps inside a swizzle group (whether those
+  // products step is the tile table's choice, bwd_stepped), at 96 and 192 (48-column
+  // warp shares) they do not, so those take the general form.
   EXPECT_TRUE((SmemTile<64, 128>::steps_stay_in_group(64 / 8, 4)));
   EXPECT_TRUE((SmemTile<128, 64>::steps_stay_in_group(32 / 8, 2)));
   EXPECT_FALSE((SmemTile<64, 96>::steps_stay_in_group(48 / 8, 3)));
