@@ -9,10 +9,13 @@
 #                      FLASHPP_CUDA_FORWARD_FAMILY=sm80)
 #   FLASHPP_AB_ROUNDS  rounds (default 2)
 #   FLASHPP_AB_HDIM    only this head dim (the bench's --hdim)
+#   FLASHPP_AB_COOL_MS idle before each timed pass (the bench's --cool-ms; every
+#                      binary must know the flag)
 set -uo pipefail
 rounds=${FLASHPP_AB_ROUNDS:-2}
 extra=()
 [ -n "${FLASHPP_AB_HDIM:-}" ] && extra+=(--hdim "$FLASHPP_AB_HDIM")
+[ -n "${FLASHPP_AB_COOL_MS:-}" ] && extra+=(--cool-ms "$FLASHPP_AB_COOL_MS")
 declare -A bins=([new]="$BUILD/tests/cuda/flashpp_cuda_bench")
 for b in build-ab/bench_*; do [ -x "$b" ] && bins[${b#build-ab/bench_}]=$b; done
 [ -n "${bins[base]:-}" ] || { echo "no baseline binary at build-ab/bench_base"; exit 0; }

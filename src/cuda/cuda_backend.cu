@@ -37,8 +37,8 @@ const KernelEntry& require(Pass pass, const AttnParams& p, int device) {
 
 // Backward workspace: D = rowsum(dO * O) (heads_q x rows), its correction ddelta
 // (same shape) and the concentrated-row marks (sm80/bwd_exact_d.cuh: a 16-byte
-// any-mark word, one byte per 16 query rows per query head and per 16 key rows per
-// kv head), then, unless deterministic, the fp32 dQ accumulator (rows rounded up to
+// word holding the two any-mark flags, two bytes per 16 query rows per query head
+// (flagged, marked) and one per 16 key rows per kv head), then, unless deterministic, the fp32 dQ accumulator (rows rounded up to
 // 8 x heads_q x compiled head dim, in 8 x 8 blocks).
 struct BwdLayout {
   std::size_t dsum_bytes = 0, mark_q_groups = 0, mark_k_groups = 0, mark_bytes = 0, accum_bytes = 0;
@@ -56,7 +56,7 @@ BwdLayout bwd_layout(const AttnParams& p, int compiled_head_dim) {
   constexpr std::int64_t G = sm80::kHotGroupRows;
   l.mark_q_groups = std::size_t((rows + G - 1) / G);
   l.mark_k_groups = std::size_t((total_k_rows(p) + G - 1) / G);
-  l.mark_bytes = align_up(16 + l.mark_q_groups * p.heads_q + l.mark_k_groups * p.heads_kv);
+  l.mark_bytes = align_up(16 + 2 * l.mark_q_groups * p.heads_q + l.mark_k_groups * p.heads_kv);
   // Whole 8-row bands (sm80::dq_accum_index).
   const std::int64_t band_rows = (rows + 7) / 8 * 8;
   if (!p.deterministic)
@@ -129,8 +129,10 @@ void backward(const AttnParams& p, void* workspace, std::size_t workspace_bytes,
   unsigned char* marks = base + 2 * layout.dsum_bytes;
   a.bwd.flags = marks;
   a.bwd.flag_words = std::int64_t(layout.mark_bytes / 16);
-  a.bwd.any_hot = reinterpret_cast<int*>(marks);
-  a.bwd.hot_q = marks + 16;
+  a.bwd.any_flag = reinterpret_cast<int*>(marks);
+  a.bwd.any_hot = reinterpret_cast<int*>(marks) + 1;
+  a.bwd.flag_q = marks + 16;
+  a.bwd.hot_q = a.bwd.flag_q + layout.mark_q_groups * p.heads_q;
   a.bwd.hot_q_head_stride = std::int64_t(layout.mark_q_groups);
   a.bwd.hot_k = a.bwd.hot_q + layout.mark_q_groups * p.heads_q;
   a.bwd.hot_k_head_stride = std::int64_t(layout.mark_k_groups);
@@ -140,7 +142,10 @@ void backward(const AttnParams& p, void* workspace, std::size_t workspace_bytes,
     if (layout.accum_bytes > 0)
       check_cuda(cudaMemsetAsync(a.bwd.dq_accum, 0, layout.accum_bytes, a.stream), "cudaMemsetAsync(dQ accumulator)");
   }
-  if (rows * p.heads_q == 0) a.bwd.any_hot = nullptr;  // nothing clears the marks: no extra passes
+  if (rows * p.heads_q == 0) {  // nothing clears the marks: no extra passes
+    a.bwd.any_flag = nullptr;
+    a.bwd.any_hot = nullptr;
+  }
   sm80::launch_dot_do_o(p, a.bwd, rows, a.stream);
   sm80::launch_short_row_dsum(p, a.bwd.dsum, rows, a.stream);
   main.launch(p, a);

@@ -14,16 +14,23 @@ struct BwdArgs {
   // logical row width heads_q * D.
   float* dq_accum = nullptr;
   std::int64_t dq_accum_row_stride = 0;
-  // Concentrated rows (bwd_exact_d.cuh): the main kernel marks the groups of
-  // kHotGroupRows global query rows and key rows in which it saw a probability
-  // above the dtype's threshold, byte (h, row / kHotGroupRows) at
-  // h * hot_*_head_stride + row / kHotGroupRows, and sets *any_hot. The flag bytes
-  // (any_hot first) are flag_words 16-byte words at `flags`, cleared by the D pass.
-  // ddelta (indexed like dsum) gets exact D minus the D the main kernel used.
+  // Concentrated rows (bwd_exact_d.cuh), one byte per group of kHotGroupRows global
+  // rows, byte (h, row / kHotGroupRows) at h * *_head_stride + row / kHotGroupRows:
+  // - flag_q (query groups, stride hot_q_head_stride): the main kernel flags the groups
+  //   of a warp's query share where it stored a P of at least kLongRowConcentrated,
+  //   and sets *any_flag;
+  // - hot_q, hot_k (query groups, key groups of the kv head): the exact-D pass marks
+  //   the rows that are concentrated by their own threshold and their top keys, and
+  //   sets *any_hot.
+  // The flag bytes (any_flag and any_hot in the first 16-byte word) are flag_words
+  // 16-byte words at `flags`, cleared by the D pass. ddelta (indexed like dsum) gets
+  // exact D minus the D the main kernel used.
+  unsigned char* flag_q = nullptr;
   unsigned char* hot_q = nullptr;
   std::int64_t hot_q_head_stride = 0;
   unsigned char* hot_k = nullptr;
   std::int64_t hot_k_head_stride = 0;
+  int* any_flag = nullptr;
   int* any_hot = nullptr;
   void* flags = nullptr;
   std::int64_t flag_words = 0;

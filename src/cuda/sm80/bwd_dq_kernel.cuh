@@ -55,8 +55,8 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
   if (m0 >= seq.len_q) return;
   const int rows_q = min(BM, seq.len_q - m0);
   if constexpr (ExactD) {
-    if (*a.any_hot == 0) return;
-    if (!any_group_marked(a.hot_q + std::int64_t(h) * a.hot_q_head_stride, seq.q_global0 + m0, rows_q)) return;
+    if (*a.any_flag == 0) return;
+    if (!any_group_marked(a.flag_q + std::int64_t(h) * a.hot_q_head_stride, seq.q_global0 + m0, rows_q)) return;
   }
   const int hk = h / p.gqa_ratio;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -119,7 +119,9 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
   // wrow + 8 nt + 2 t4 + e, keys g + 8 hh of each 16-key slice.
   constexpr int MK = BN / 16;
   ShiftedSum dsum_x[ExactD ? 2 : 1][2];
-  float l2c[ExactD ? 2 : 1][2];
+  // l2c: the lane's query columns' LSE; thr: their concentrated_probability (from
+  // the row's visible key count; 2, never reached, for rows past the block).
+  float l2c[ExactD ? 2 : 1][2], thr[ExactD ? 2 : 1][2];
   if constexpr (ExactD) {
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
@@ -130,8 +132,12 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
         const float lse =
             valid ? p.lse[b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + seq.q0 + m0 + r] : 0.f;
         l2c[nt][e] = lse_to_log2(lse, valid);
+        const KeyBounds kb = key_bounds(m0 + r, seq, wl, wr);
+        thr[nt][e] = valid ? concentrated_probability<T>(kb.hi - kb.lo) : 2.f;
       }
   }
+  // Global key row of key 0 (the row dimension of a varlen k, b * seqlen_k otherwise).
+  const std::int64_t k_row_base = p.cu_seqlens_k != nullptr ? seq.k0 : std::int64_t(b) * p.seqlen_k;
   auto exact_d_tile = [&](int n, int stage) {
     float st[MK][2][4], dpt[MK][2][4];
     zero(st);
@@ -157,6 +163,10 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
         }
     }
     const float mul = fold ? smap.log2sc : 1.f;
+    // Keys at or above a row's threshold: the fix pass redoes their block's dK.
+    bool top_key[MK][2];
+#pragma unroll
+    for (int mt = 0; mt < MK; ++mt) top_key[mt][0] = top_key[mt][1] = false;
     auto accumulate = [&](auto capped) {
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
@@ -170,12 +180,26 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
               const float pr = prob_and_grad<decltype(capped)::value>(st[mt][nt][2 * hh + e], mul, l2c[nt][e], 0.f,
                                                                       unused, smap);
               dsum_x[nt][e].add(pr, dpt[mt][nt][2 * hh + e]);
+              top_key[mt][hh] = top_key[mt][hh] || stored_probability<T>(pr) >= thr[nt][e];
             }
     };
     if (smap.capped)
       accumulate(std::true_type{});
     else
       accumulate(std::false_type{});
+    bool any_top = false;
+#pragma unroll
+    for (int mt = 0; mt < MK; ++mt) any_top = any_top || top_key[mt][0] || top_key[mt][1];
+    if (__any_sync(0xffffffffu, any_top)) {
+#pragma unroll
+      for (int mt = 0; mt < MK; ++mt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh)
+          if (top_key[mt][hh])
+            a.hot_k[std::int64_t(hk) * a.hot_k_head_stride + (k_row_base + n0 + mt * 16 + g + 8 * hh) / kHotGroupRows] =
+                1;
+      if (lane == 0) *a.any_hot = 1;
+    }
   };
 
   for (int n = n_hi - 1, it = 0; n >= n_lo; --n, ++it) {
@@ -240,6 +264,17 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
       for (int e = 0; e < 2; ++e)
 #pragma unroll
         for (int mask = 4; mask < 32; mask <<= 1) dsum_x[nt][e].merge(dsum_x[nt][e].shuffled_xor(mask));
+    // A row is concentrated when its top stored P reaches its threshold. A warp's 16
+    // rows take the exact D together if one of them is (their groups are marked for
+    // the fix pass, so every changed D gets its dQ correction); otherwise D and
+    // ddelta stay as the D pass wrote them.
+    bool concentrated = false;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        concentrated = concentrated || stored_probability<T>(dsum_x[nt][e].top) >= thr[nt][e];
+    if (!__any_sync(0xffffffffu, g == 0 && concentrated)) return;
     if (g == 0) {
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
@@ -247,11 +282,13 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
         for (int e = 0; e < 2; ++e) {
           const int r = wrow + nt * 8 + 2 * t4 + e;
           if (r >= rows_q) continue;
-          const std::int64_t at = std::int64_t(h) * a.dsum_head_stride + seq.q_global0 + m0 + r;
+          const std::int64_t row = seq.q_global0 + m0 + r;
+          const std::int64_t at = std::int64_t(h) * a.dsum_head_stride + row;
           const float used = a.dsum[at];
           const float exact = dsum_x[nt][e].value(used);
           a.dsum[at] = exact;
           a.ddelta[at] = exact - used;
+          a.hot_q[std::int64_t(h) * a.hot_q_head_stride + row / kHotGroupRows] = 1;
         }
     }
     return;

@@ -9,8 +9,15 @@
 // (|q| ~ 100) it is many times the error of an unfused computation, whose D =
 // sum P dP keeps the cancellation. The fix costs two of the backward's five
 // products over the affected rows, so it runs only where needed:
-//   1. the main kernel (bwd_kernel.cuh) marks groups of rows and keys where a
-//      16-bit P reached concentrated_probability<T>(keys of the row):
+//   1. the main kernel (bwd_kernel.cuh) flags the row groups of a warp's query
+//      share (flag_q) when one of its stored 16-bit P reaches kLongRowConcentrated,
+//      the lowest of the thresholds below: a packed max and one vote per step, no
+//      per-row work in its loop;
+//   2. the exact-D pass (bwd_dq_kernel.cuh, ExactD) runs over the flagged query
+//      blocks. It recomputes S and dP of their rows over every visible key, in the
+//      main kernel's mma orientation and order, so every P and dP is bitwise the
+//      main kernel's, and applies each row's threshold to its stored P,
+//      concentrated_probability<T>(keys of the row):
 //      - rows with more than kShortRowKeys keys (D from O) from 1/2: the relative
 //        error of dS of the top key is about (u / 4) / (1 - P). By a CPU emulation
 //        of single rows (65-465 keys, |q| up to 100, the tolerance rule of the
@@ -22,26 +29,29 @@
 //        form's P rounds to 1 (above about 1 - 2^-9 in bf16 and 1 - 2^-12 in fp16;
 //        the thresholds keep a 2x margin);
 //      - a row with one visible key never: O is that key's v exactly, and the D of
-//        bwd_prep.cuh is already its dP;
-//   2. the exact-D pass (bwd_dq_kernel.cuh, ExactD) recomputes S and dP of the
-//      marked rows over every visible key, in the main kernel's mma orientation
-//      and order, so every P and dP is bitwise the main kernel's, and forms
-//      D = sum P dP / sum P (ShiftedSum), writing it to dsum and its difference
-//      from the used D to ddelta;
+//        bwd_prep.cuh is already its dP.
+//      Keys at or above their row's threshold mark their group (hot_k). A warp
+//      with a concentrated row among its 16 forms D = sum P dP / sum P
+//      (ShiftedSum) for all 16, writes it to dsum and its difference from the used
+//      D to ddelta, and marks their groups (hot_q);
 //   3. the fix pass (bwd_kernel.cuh, Fix) redoes dK of the marked key blocks with
 //      that D (overwriting it, so it is rounded once) and adds -P * delta K to the
-//      dQ accumulator (in deterministic mode bwd_dq_kernel reads the new D instead).
+//      dQ accumulator on steps with marked rows (in deterministic mode bwd_dq_kernel
+//      reads the new D instead).
 // The other keys of a marked row hold at most 1 - P of its mass and their dP - D
 // does not cancel, so their dS keeps the relative error of D (~u / 4): their dK is
 // left as it was.
-// Random inputs of unit scale never reach these probabilities beyond a few keys
-// per row, so both extra passes exit on their first load of *any_hot there.
+// Random inputs of unit scale never reach P = 1/2 beyond a few keys per row (but
+// causal and windowed attention flag the blocks of their first rows, which see
+// few keys), so both extra passes mostly exit on their first loads of *any_flag,
+// *any_hot and the group bytes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/common/element.cuh"
 #include "cuda/ptx/math.cuh"
 #include "cuda/sm80/bwd_args.hpp"
 
@@ -74,6 +84,24 @@ __device__ __forceinline__ bool any_group_marked(const unsigned char* marks, std
   for (std::int64_t gi = row0 / kHotGroupRows; gi <= (row0 + rows - 1) / kHotGroupRows; ++gi)
     if (marks[gi] != 0) return true;
   return false;
+}
+
+// Main kernel: flags the row groups of `count` global query rows from row0 of head h
+// (one lane per group) and sets *any_flag. Called by a whole warp.
+__device__ __forceinline__ void flag_query_groups(const BwdArgs& a, int h, std::int64_t row0, int count, int lane) {
+  if (count <= 0) return;
+  const std::int64_t g0 = row0 / kHotGroupRows, groups = (row0 + count - 1) / kHotGroupRows - g0 + 1;
+  if (lane < groups) a.flag_q[std::int64_t(h) * a.hot_q_head_stride + g0 + lane] = 1;
+  if (lane == 0) *a.any_flag = 1;
+}
+
+// A probability as the main kernel stored it (rounded to T): the thresholds apply
+// to that value.
+template <typename T>
+__device__ __forceinline__ float stored_probability(float pr) {
+  float lo, hi;
+  unpack2<T>(Element<T>::pack(pr, 0.f), lo, hi);
+  return lo;
 }
 
 // sum P dP / sum P over a row's keys, kept relative to the dP of the most probable

@@ -9,8 +9,9 @@
 //   B: dV += P^T dO, dK += dS^T Q   (warps tile keys x dims)
 //   C: dQ_partial = dS K -> fp32 atomics into the workspace (warps tile queries x dims),
 //      skipped in deterministic mode, where bwd_dq_kernel computes dQ instead.
-// Phase A also marks rows and keys of concentrated softmax rows (bwd_exact_d.cuh);
-// the Fix instantiation is that file's second pass over the marked key blocks.
+// Phase A also flags query groups that may hold concentrated softmax rows
+// (bwd_exact_d.cuh); the Fix instantiation is that file's last pass, over the key
+// blocks the exact-D pass marked.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -79,7 +80,7 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
   // Global key row of n0 (the row dimension of a varlen k, b * seqlen_k + n0 otherwise).
   const std::int64_t k_row0 = (p.cu_seqlens_k != nullptr ? seq.k0 : std::int64_t(b) * p.seqlen_k) + n0;
   if constexpr (Fix) {
-    if (*a.any_hot == 0) return;
+    if (*a.any_hot == 0) return;  // set by the exact-D pass
     if (!any_group_marked(a.hot_k + std::int64_t(hk) * a.hot_k_head_stride, k_row0, rows_k)) return;
   }
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -248,8 +249,11 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
           }
       if constexpr (!Fix) {
         // Concentrated rows (bwd_exact_d.cuh): one packed max per pair of stored
-        // probabilities and one vote per warp and step; the marking runs only in a
-        // warp that holds a probability of at least kLongRowConcentrated.
+        // probabilities and one vote per warp and step. A warp that holds a P of at
+        // least kLongRowConcentrated flags the row groups of its query share, nothing
+        // per row: the exact-D pass applies each row's own threshold. (Per-row marking
+        // here held its state in registers across the loop and cost 2.5-3% of the
+        // d 128 backward where it never fired.)
         std::uint32_t top = 0;
 #pragma unroll
         for (int mt = 0; mt < MA; ++mt)
@@ -259,39 +263,8 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
             for (int hh = 0; hh < 2; ++hh) top = max_pair<T>(top, pp[mt][nt][hh]);
         float top_lo, top_hi;
         unpack2<T>(top, top_lo, top_hi);
-        if (__any_sync(0xffffffffu, fmaxf(top_lo, top_hi) >= kLongRowConcentrated)) {
-#pragma unroll
-          for (int nt = 0; nt < NA; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              float pr[MA][2];
-              float row_top = 0.f;
-#pragma unroll
-              for (int mt = 0; mt < MA; ++mt)
-#pragma unroll
-                for (int hh = 0; hh < 2; ++hh) {
-                  float lo, hi;
-                  unpack2<T>(pp[mt][nt][hh], lo, hi);
-                  pr[mt][hh] = e ? hi : lo;
-                  row_top = fmaxf(row_top, pr[mt][hh]);
-                }
-              if (row_top < kLongRowConcentrated) continue;
-              const int ql = qa * QA + nt * 8 + 2 * t4 + e;
-              const KeyBounds kb = key_bounds(m0 + ql, seq, wl, wr);
-              const float threshold = concentrated_probability<T>(kb.hi - kb.lo);
-              if (row_top < threshold) continue;
-              const std::int64_t row = seq.q_global0 + m0 + ql;
-              a.hot_q[std::int64_t(h) * a.hot_q_head_stride + row / kHotGroupRows] = 1;
-              *a.any_hot = 1;
-#pragma unroll
-              for (int mt = 0; mt < MA; ++mt)
-#pragma unroll
-                for (int hh = 0; hh < 2; ++hh)
-                  if (pr[mt][hh] >= threshold)
-                    a.hot_k[std::int64_t(hk) * a.hot_k_head_stride +
-                            (k_row0 + ka * KA + mt * 16 + g + 8 * hh) / kHotGroupRows] = 1;
-            }
-        }
+        if (__any_sync(0xffffffffu, fmaxf(top_lo, top_hi) >= kLongRowConcentrated))
+          flag_query_groups(a, h, seq.q_global0 + m0 + qa * QA, min(QA, rows - qa * QA), lane);
       }
     }
     __syncthreads();

@@ -9,7 +9,7 @@
 
 namespace flashpp::cuda::sm80 {
 
-// Also clears the concentrated-row marks (a.hot, a.any_hot).
+// Also clears the concentrated-row flags and marks (a.flags: any_flag, any_hot, flag_q, hot_q, hot_k).
 void launch_dot_do_o(const AttnParams& p, const BwdArgs& a, std::int64_t total_rows, cudaStream_t stream);
 // Rewrites D of the rows that see few keys (see bwd_short_rows.cuh); after launch_dot_do_o.
 void launch_short_row_dsum(const AttnParams& p, float* dsum, std::int64_t total_rows, cudaStream_t stream);
