@@ -12,7 +12,9 @@
 //   1. the main kernel (bwd_kernel.cuh) flags the row groups of a warp's query
 //      share (flag_q) when one of its stored 16-bit P reaches kLongRowConcentrated,
 //      the lowest of the thresholds below: a packed max and one vote per step, no
-//      per-row work in its loop;
+//      per-row work in its loop. When the vote fires on a masked step whose rows
+//      all see at most kShortRowKeys keys, it is retaken at one_hot_probability
+//      without a single-key first row (causal heads' first blocks);
 //   2. the exact-D pass (bwd_dq_kernel.cuh, ExactD) runs over the flagged query
 //      blocks. It recomputes S and dP of their rows over every visible key, in the
 //      main kernel's mma orientation and order, so every P and dP is bitwise the

@@ -250,10 +250,10 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
       if constexpr (!Fix) {
         // Concentrated rows (bwd_exact_d.cuh): one packed max per pair of stored
         // probabilities and one vote per warp and step. A warp that holds a P of at
-        // least kLongRowConcentrated flags the row groups of its query share, nothing
-        // per row: the exact-D pass applies each row's own threshold. (Per-row marking
-        // here held its state in registers across the loop and cost 2.5-3% of the
-        // d 128 backward where it never fired.)
+        // least the lowest threshold of its rows flags the row groups of its query
+        // share, nothing per row: the exact-D pass applies each row's own threshold.
+        // (Per-row marking here held its state in registers across the loop and cost
+        // 2.5-3% of the d 128 backward where it never fired.)
         std::uint32_t top = 0;
 #pragma unroll
         for (int mt = 0; mt < MA; ++mt)
@@ -263,8 +263,43 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
             for (int hh = 0; hh < 2; ++hh) top = max_pair<T>(top, pp[mt][nt][hh]);
         float top_lo, top_hi;
         unpack2<T>(top, top_lo, top_hi);
-        if (__any_sync(0xffffffffu, fmaxf(top_lo, top_hi) >= kLongRowConcentrated))
-          flag_query_groups(a, h, seq.q_global0 + m0 + qa * QA, min(QA, rows - qa * QA), lane);
+        if (__any_sync(0xffffffffu, fmaxf(top_lo, top_hi) >= kLongRowConcentrated)) {
+          const int share_rows = min(QA, rows - qa * QA);
+          bool flag = share_rows > 0;
+          if (flag && tile_needs_mask(m0, rows, n0, BN, seq, wl, wr)) {
+            // Visible ranges are monotone in the row, so no row of the share sees
+            // more keys than [first row's lo, last row's hi). When that is at most
+            // kShortRowKeys, every row's threshold is one_hot_probability or none, and
+            // a first row with a single key (a causal sequence's first row: P = 1,
+            // never concentrated) is left out. Without this every head's first query
+            // block ran the exact-D pass (1-2% of a causal backward at 512-1K). Kept
+            // inside the vote, mask test included: computed for every step, it cost
+            // registers across the loop.
+            const KeyBounds first = key_bounds(m0 + qa * QA, seq, wl, wr);
+            const KeyBounds last = key_bounds(m0 + qa * QA + share_rows - 1, seq, wl, wr);
+            if (last.hi - first.lo <= kShortRowKeys) {
+              // The first row is column e = 0 of n tile 0 on t4 = 0: the low halves.
+              const std::uint32_t first_keep = first.hi - first.lo == 1 && t4 == 0 ? 0xffff0000u : 0xffffffffu;
+              std::uint32_t short_top = 0;
+#pragma unroll
+              for (int mt = 0; mt < MA; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NA; ++nt)
+#pragma unroll
+                  for (int hh = 0; hh < 2; ++hh) {
+                    // Read back from the P^T tile (this thread's own stores): keeping
+                    // pp live past the vote cost registers across the loop.
+                    const int r = ka * KA + mt * 16 + g + 8 * hh, c = qa * QA + nt * 8 + 2 * t4;
+                    const std::uint32_t pr =
+                        *reinterpret_cast<const std::uint32_t*>(sm.pt + PTile::offset(r, c >> 3) + (c & 7) * 2);
+                    short_top = max_pair<T>(short_top, nt == 0 ? pr & first_keep : pr);
+                  }
+              unpack2<T>(short_top, top_lo, top_hi);
+              flag = __any_sync(0xffffffffu, fmaxf(top_lo, top_hi) >= one_hot_probability<T>());
+            }
+          }
+          if (flag) flag_query_groups(a, h, seq.q_global0 + m0 + qa * QA, share_rows, lane);
+        }
       }
     }
     __syncthreads();
