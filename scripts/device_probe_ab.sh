@@ -2,7 +2,8 @@
 # Same-run A/B (device_check.sh probe step): the benchmark grid of this build
 # ("new") against binaries built elsewhere from other versions and carried to the
 # device (build-ab/bench_<name>; "base" is the reference), in rounds that visit
-# every binary in turn, so drift between rounds shows as spread, not as a gain.
+# every binary in turn, each round starting one binary later, so drift between
+# rounds shows as spread, not as a gain.
 # Prints one table per pass: TFLOP/s per round and each version's median over base's.
 #   FLASHPP_AB_OPS     passes to time, each its own grid (default "fwd"): fwd, bwd, or
 #                      fa2fwd (the forward with the FA2-class kernels forced,
@@ -25,8 +26,12 @@ envs=()
 [ "$pass" = fa2fwd ] && op=fwd && envs=(FLASHPP_CUDA_FORWARD_FAMILY=sm80)
 echo "=== A/B: $pass ==="
 tmp=$(mktemp -d)
+names=("${!bins[@]}")
 for round in $(seq 1 "$rounds"); do
-  for who in "${!bins[@]}"; do
+  # Each round starts one binary later, so no version is always the one timed
+  # first, or always the one timed after another binary's heat.
+  for k in "${!names[@]}"; do
+    who=${names[$(((k + round - 1) % ${#names[@]}))]}
     env "${envs[@]}" timeout 150 "${bins[$who]}" --grid --$op-only --reps 10 "${extra[@]}" \
       --json "$tmp/${who}_$round.json" >/dev/null 2>&1
     echo "$who round $round rc $?"
