@@ -64,5 +64,28 @@ class PerformanceDocTest(unittest.TestCase):
         self.assertIn("commit `", text)
 
 
+class GridSectionTest(unittest.TestCase):
+    """The newest grid table (device_check.sh's grid step) is shown with where it came from."""
+
+    def test_newest_dated_run_wins_and_h200_breaks_ties(self):
+        script = load_doc_script()
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            for name, gpu in (("h100-2026-01-02-a", "NVIDIA H100"), ("h200-2026-01-02-a", "NVIDIA H200"),
+                              ("h200-2026-01-01-z", "NVIDIA H200"), ("no-date", "?")):
+                (root / name).mkdir()
+                (root / name / "grid_table.md").write_text(f"| hdim |\n|---|\n| {name} |\n")
+                (root / name / "NOTES.md").write_text(f"# run {name}\n")
+                (root / name / "summary.txt").write_text(f"name, driver\n{gpu}, 1\n")
+            folder = script.newest_grid([root])
+            self.assertEqual(folder.name, "h200-2026-01-02-a")
+            text = "\n".join(script.grid_section(folder))
+            self.assertIn("## Same-run grid", text)
+            self.assertIn("| h200-2026-01-02-a |", text)
+            self.assertIn("run h200-2026-01-02-a", text)
+            self.assertIn("NVIDIA H200", text)
+            self.assertEqual(script.grid_section(None), [])
+
+
 if __name__ == "__main__":
     unittest.main()
