@@ -16,6 +16,7 @@ run's same-run ratios.
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -200,7 +201,6 @@ def newest_grid(paths):
     """The newest run folder among paths (run folders or folders of runs) holding a grid
     table (device_check.sh's grid step): newest date in the folder name first, then an
     H200 over other GPUs, then the name."""
-    import re
     tables = []
     for path in map(Path, paths):
         tables += [path / "grid_table.md"] if (path / "grid_table.md").exists() else list(path.glob("*/grid_table.md"))

@@ -38,8 +38,9 @@ const KernelEntry& require(Pass pass, const AttnParams& p, int device) {
 // Backward workspace: D = rowsum(dO * O) (heads_q x rows), its correction ddelta
 // (same shape) and the concentrated-row marks (sm80/bwd_exact_d.cuh: a 16-byte
 // word holding the two any-mark flags, two bytes per 16 query rows per query head
-// (flagged, marked) and one per 16 key rows per kv head), then, unless deterministic, the fp32 dQ accumulator (rows rounded up to
-// 8 x heads_q x compiled head dim, in 8 x 8 blocks).
+// (flagged, marked) and one per 16 key rows per kv head), then, unless
+// deterministic, the fp32 dQ accumulator (rows rounded up to 8 x heads_q x compiled
+// head dim, in 8 x 8 blocks).
 struct BwdLayout {
   std::size_t dsum_bytes = 0, mark_q_groups = 0, mark_k_groups = 0, mark_bytes = 0, accum_bytes = 0;
   std::size_t total() const { return 2 * dsum_bytes + mark_bytes + accum_bytes; }

@@ -43,9 +43,9 @@
 // The other keys of a marked row hold at most 1 - P of its mass and their dP - D
 // does not cancel, so their dS keeps the relative error of D (~u / 4): their dK is
 // left as it was.
-// Random inputs of unit scale never reach P = 1/2 beyond a few keys per row (but
-// causal and windowed attention flag the blocks of their first rows, which see
-// few keys), so both extra passes mostly exit on their first loads of *any_flag,
+// Random inputs of unit scale never reach P = 1/2 beyond a few keys per row, and
+// rows of at most kShortRowKeys keys are flagged only from their own threshold
+// (step 1), so both extra passes mostly exit on their first loads of *any_flag,
 // *any_hot and the group bytes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
