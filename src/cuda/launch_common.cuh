@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <type_traits>
@@ -68,6 +69,21 @@ void launch_kernel(Kernel kernel, dim3 grid, int threads, std::size_t smem, cuda
              "cudaFuncSetAttribute(max dynamic shared memory)");
   kernel<<<grid, threads, smem, stream>>>(args...);
   check_launch(what);
+}
+
+// Blocks of `kernel` that fit on the device at once, capped at `total`: the grid of a
+// pass that walks its `total` blocks in a loop and usually exits at once.
+template <typename Kernel>
+unsigned one_wave(Kernel kernel, int threads, std::size_t smem, long long total) {
+  if (total <= 0) return 0;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+             "cudaFuncSetAttribute(max dynamic shared memory)");
+  int per_sm = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  const long long wave =
+      (long long)std::max(per_sm, 1) * device_attribute(cudaDevAttrMultiProcessorCount, "cudaDeviceGetAttribute(multiprocessors)");
+  return unsigned(std::min(wave, total));
 }
 
 }  // namespace flashpp::cuda

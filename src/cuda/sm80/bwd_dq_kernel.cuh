@@ -35,9 +35,9 @@ struct DqSmem {
   alignas(128) unsigned char v[2][KVTile::kBytes];
 };
 
-template <typename T, int D, bool ExactD = false>
-__global__ void __launch_bounds__(dq_tiles(D).warps * 32)
-    bwd_dq_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdArgs a) {
+// One query block (m_block, query head h, batch entry b).
+template <typename T, int D, bool ExactD>
+__device__ __forceinline__ void bwd_dq_block(const AttnParams& p, const BwdArgs& a, int m_block, int h, int b) {
   constexpr DqTiles kT = dq_tiles(D);
   constexpr int BM = kT.block_m, BN = kT.block_n, THREADS = kT.warps * 32;
   constexpr int NS = BN / 8, NO = D / 8;
@@ -49,13 +49,11 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
 
-  const int m_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const SeqRows seq = sequence_rows(p, b);
   const int m0 = m_block * BM;
   if (m0 >= seq.len_q) return;
   const int rows_q = min(BM, seq.len_q - m0);
   if constexpr (ExactD) {
-    if (*a.any_flag == 0) return;
     if (!any_group_marked(a.flag_q + std::int64_t(h) * a.hot_q_head_stride, seq.q_global0 + m0, rows_q)) return;
   }
   const int hk = h / p.gqa_ratio;
@@ -307,6 +305,27 @@ __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
         *reinterpret_cast<std::uint32_t*>(dq_ptr + std::int64_t(r) * p.dq_row_stride + col) =
             Element<T>::pack(dq[0][nt][2 * hh] * p.scale, dq[0][nt][2 * hh + 1] * p.scale);
     }
+  }
+}
+
+// Deterministic dQ: one block per (query block, query head, batch entry). ExactD: the
+// exact-D pass walks the same blocks from a grid of at most one wave
+// (one_wave, launch_common.cuh), for the reason the fix pass does (bwd_kernel.cuh).
+template <typename T, int D, bool ExactD = false>
+__global__ void __launch_bounds__(dq_tiles(D).warps * 32)
+    bwd_dq_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdArgs a) {
+  if constexpr (ExactD) {
+    if (*a.any_flag == 0) return;  // set by the main kernel
+    constexpr int BM = dq_tiles(D).block_m;
+    const int nx = (p.seqlen_q + BM - 1) / BM;  // the deterministic kernel's grid.x
+    const std::int64_t total = std::int64_t(nx) * p.heads_q * p.batch;
+    for (std::int64_t i = blockIdx.x; i < total; i += gridDim.x) {
+      bwd_dq_block<T, D, true>(p, a, int(i % nx), int(i / nx % p.heads_q), int(i / (std::int64_t(nx) * p.heads_q)));
+      ptx::cp_async_wait_group<0>();
+      __syncthreads();  // the next block's loads overwrite shared memory still being read
+    }
+  } else {
+    bwd_dq_block<T, D, false>(p, a, blockIdx.x, blockIdx.y, blockIdx.z);
   }
 }
 

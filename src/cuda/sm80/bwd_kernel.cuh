@@ -49,12 +49,12 @@ struct BwdSmem {
   alignas(16) float dsum[2][kT.block_m];
 };
 
-// V: the tile variant (tile_configs.hpp). Fix: the fix pass of bwd_exact_d.cuh
-// (dK of a marked key block redone with the exact D, overwritten; -P * ddelta K into
-// the dQ accumulator on steps with marked rows; dV left as written).
-template <typename T, int D, int V = 0, bool Fix = false>
-__global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
-    bwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdArgs a) {
+// One key block (n_block, kv head hk, batch entry b). V: the tile variant
+// (tile_configs.hpp). Fix: the fix pass of bwd_exact_d.cuh (dK of a marked key block
+// redone with the exact D, overwritten; -P * ddelta K into the dQ accumulator on
+// steps with marked rows; dV left as written).
+template <typename T, int D, int V, bool Fix>
+__device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a, int n_block, int hk, int b) {
   constexpr BwdTiles kT = bwd_tiles(D, V);
   constexpr int BM = kT.block_m, BN = kT.block_n, W = kT.warps, THREADS = W * 32;
   // Per-warp shares (rows x columns) of the three phases, in 16x8 mma blocks.
@@ -72,7 +72,6 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
 
-  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
   const SeqRows seq = sequence_rows(p, b);
   const int n0 = n_block * BN;
   if (n0 >= seq.len_k) return;
@@ -80,7 +79,6 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
   // Global key row of n0 (the row dimension of a varlen k, b * seqlen_k + n0 otherwise).
   const std::int64_t k_row0 = (p.cu_seqlens_k != nullptr ? seq.k0 : std::int64_t(b) * p.seqlen_k) + n0;
   if constexpr (Fix) {
-    if (*a.any_hot == 0) return;  // set by the exact-D pass
     if (!any_group_marked(a.hot_k + std::int64_t(hk) * a.hot_k_head_stride, k_row0, rows_k)) return;
   }
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -397,6 +395,29 @@ __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
               Element<T>::pack(dv_acc[mt][nt][2 * hh], dv_acc[mt][nt][2 * hh + 1]);
       }
     }
+}
+
+// The main kernel: one block per (key block, kv head, batch entry). Fix: the fix pass
+// walks the same blocks from a grid of at most one wave (one_wave, launch_common.cuh): it is
+// launched on every backward and almost never has work, and a full grid whose blocks
+// each hold the main kernel's shared memory only to read *any_hot and exit ran in
+// waves of one block per SM.
+template <typename T, int D, int V = 0, bool Fix = false>
+__global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
+    bwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdArgs a) {
+  if constexpr (Fix) {
+    if (*a.any_hot == 0) return;  // set by the exact-D pass
+    constexpr int BN = bwd_tiles(D, V).block_n;
+    const int nx = (p.seqlen_k + BN - 1) / BN;  // the main kernel's grid.x
+    const std::int64_t total = std::int64_t(nx) * p.heads_kv * p.batch;
+    for (std::int64_t i = blockIdx.x; i < total; i += gridDim.x) {
+      bwd_block<T, D, V, true>(p, a, int(i % nx), int(i / nx % p.heads_kv), int(i / (std::int64_t(nx) * p.heads_kv)));
+      ptx::cp_async_wait_group<0>();
+      __syncthreads();  // the next block's loads overwrite shared memory still being read
+    }
+  } else {
+    bwd_block<T, D, V, false>(p, a, blockIdx.x, blockIdx.y, blockIdx.z);
+  }
 }
 
 }  // namespace flashpp::cuda::sm80

@@ -81,11 +81,16 @@ void launch_bwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   const dim3 grid(blocks(p.seqlen_k, t.block_n), p.heads_kv, p.batch);
   launch_kernel(bwd_kernel<T, D, V>, grid, t.warps * 32, sizeof(BwdSmem<D, V>), a.stream, "backward kernel", p, a.bwd);
   if (p.partial_keys || a.bwd.any_hot == nullptr) return;
+  // Both passes walk their blocks from one wave (the kernels' comments say why).
   constexpr DqTiles dt = dq_tiles(D);
-  launch_kernel(bwd_dq_kernel<T, D, true>, dim3(blocks(p.seqlen_q, dt.block_m), p.heads_q, p.batch), dt.warps * 32,
-                sizeof(DqSmem<D>), a.stream, "backward exact-D pass", p, a.bwd);
-  launch_kernel(bwd_kernel<T, D, V, true>, grid, t.warps * 32, sizeof(BwdSmem<D, V>), a.stream, "backward fix pass",
-                p, a.bwd);
+  const long long dq_blocks = (long long)blocks(p.seqlen_q, dt.block_m) * p.heads_q * p.batch;
+  launch_kernel(bwd_dq_kernel<T, D, true>,
+                dim3(one_wave(bwd_dq_kernel<T, D, true>, dt.warps * 32, sizeof(DqSmem<D>), dq_blocks)),
+                dt.warps * 32, sizeof(DqSmem<D>), a.stream, "backward exact-D pass", p, a.bwd);
+  const long long fix_blocks = (long long)grid.x * grid.y * grid.z;
+  launch_kernel(bwd_kernel<T, D, V, true>,
+                dim3(one_wave(bwd_kernel<T, D, V, true>, t.warps * 32, sizeof(BwdSmem<D, V>), fix_blocks)),
+                t.warps * 32, sizeof(BwdSmem<D, V>), a.stream, "backward fix pass", p, a.bwd);
 }
 
 template <typename T, int D>
