@@ -1,5 +1,7 @@
 #include "cuda/sm80/bwd_prep.hpp"
 
+#include <algorithm>
+
 #include "cuda/check.hpp"
 #include "cuda/launch_common.cuh"
 #include "cuda/sm80/bwd_prep.cuh"
@@ -26,6 +28,22 @@ void launch_dot_do_o(const AttnParams& p, const BwdArgs& a, std::int64_t total_r
   check_launch("backward D = rowsum(dO * O)");
 }
 
+// Rows of a fixed-length sequence that can see at most kShortRowKeys keys are its
+// first ones when the mask bounds keys on the right only (causal): row r sees
+// min(len_k, r + shift + wr + 1) keys, shift = len_k - len_q. Returns the number of
+// leading rows per sequence to check (at least 1), or 0 to check every row (varlen, a
+// left window, or len_k <= kShortRowKeys, where any row may be short). A causal grid
+// over every row ran one warp per row and head, nearly all of them only to return.
+namespace {
+int short_row_lead(const AttnParams& p) {
+  if (p.cu_seqlens_q != nullptr || p.window_left >= 0 || p.window_right < 0 || p.seqlen_k <= kShortRowKeys) return 0;
+  const std::int64_t shift = std::int64_t(p.seqlen_k) - p.seqlen_q;
+  // r + shift + wr + 1 <= kShortRowKeys  <=>  r < kShortRowKeys - shift - wr
+  const std::int64_t lead = std::int64_t(kShortRowKeys) - shift - p.window_right;
+  return int(std::clamp<std::int64_t>(lead, 1, p.seqlen_q));
+}
+}  // namespace
+
 // Without a mask, a fixed-length batch whose rows all see more than kShortRowKeys keys
 // has no short row: the pass is skipped. Otherwise one warp per (row, head) pair
 // checks its row; most return at once.
@@ -35,12 +53,13 @@ void launch_short_row_dsum(const AttnParams& p, float* dsum, std::int64_t total_
   // adds over the exact-D pass of bwd_exact_d.cuh).
   if (forced_variant("FLASHPP_BWD_SHORT_ROWS", 2) == 0) return;
   if (p.cu_seqlens_q == nullptr && !has_window(p.window_left, p.window_right) && p.seqlen_k > kShortRowKeys) return;
-  const std::int64_t pairs = total_rows * p.heads_q;
+  const int lead = short_row_lead(p);
+  const std::int64_t pairs = lead > 0 ? std::int64_t(p.batch) * lead * p.heads_q : total_rows * p.heads_q;
   if (pairs == 0) return;
   const unsigned grid = unsigned((pairs + kShortRowWarps - 1) / kShortRowWarps);
   auto launch = [&](auto element) {
     using T = decltype(element);
-    short_row_dsum_kernel<T><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows);
+    short_row_dsum_kernel<T><<<grid, kShortRowThreads, 0, stream>>>(p, dsum, total_rows, lead);
   };
   if (p.dtype == ElemType::f16)
     launch(__half{});

@@ -81,16 +81,28 @@ __device__ __forceinline__ float dot8(const float (&a)[8], const float (&b)[8]) 
 // turn took ~1 ms per call under a causal mask, where the first 63 rows of every
 // sequence and head are short), and no lane reads a row 4 bytes at a time (32 rows
 // per load instruction cost the L1 one wavefront per row).
+// lead_rows > 0 (fixed-length batches only): only the first lead_rows rows of every
+// sequence can be short (short_row_lead), and the grid covers just those.
 template <typename T>
 __global__ void __launch_bounds__(kShortRowThreads)
-    short_row_dsum_kernel(const __grid_constant__ AttnParams p, float* dsum, std::int64_t total_rows) {
+    short_row_dsum_kernel(const __grid_constant__ AttnParams p, float* dsum, std::int64_t total_rows, int lead_rows) {
   const int lane = threadIdx.x & 31;
   const std::int64_t pair = std::int64_t(blockIdx.x) * kShortRowWarps + (threadIdx.x >> 5);
-  if (pair >= total_rows * p.heads_q) return;
-  const std::int64_t row = pair / p.heads_q;
-  const int h = int(pair - row * p.heads_q);
-  const int b = sequence_of_row(p, row);
-  if (b < 0) return;
+  std::int64_t row;
+  int h, b;
+  if (lead_rows > 0) {
+    if (pair >= std::int64_t(p.batch) * lead_rows * p.heads_q) return;
+    const std::int64_t seq_row = pair / p.heads_q;  // b * lead_rows + r
+    h = int(pair - seq_row * p.heads_q);
+    b = int(seq_row / lead_rows);
+    row = std::int64_t(b) * p.seqlen_q + (seq_row - std::int64_t(b) * lead_rows);
+  } else {
+    if (pair >= total_rows * p.heads_q) return;
+    row = pair / p.heads_q;
+    h = int(pair - row * p.heads_q);
+    b = sequence_of_row(p, row);
+    if (b < 0) return;
+  }
   const SeqRows seq = sequence_rows(p, b);
   const int r = int(row - seq.q_global0);
   const KeyBounds kb = key_bounds(r, seq, p.window_left, p.window_right);
