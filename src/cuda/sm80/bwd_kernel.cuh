@@ -398,10 +398,10 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
 }
 
 // The main kernel: one block per (key block, kv head, batch entry). Fix: the fix pass
-// walks the same blocks from a grid of at most one wave (one_wave, launch_common.cuh): it is
-// launched on every backward and almost never has work, and a full grid whose blocks
-// each hold the main kernel's shared memory only to read *any_hot and exit ran in
-// waves of one block per SM.
+// walks the same blocks from a grid of at most one wave (one_wave, launch_common.cuh).
+// It is launched on every backward and almost never has work; as a full grid, its
+// blocks (each needing the main kernel's shared memory, so one per SM) would start
+// in waves only to read *any_hot and exit.
 template <typename T, int D, int V = 0, bool Fix = false>
 __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
     bwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdArgs a) {
