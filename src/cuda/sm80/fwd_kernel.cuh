@@ -50,7 +50,14 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const _
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
 
-  const int m_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  // Under a right-bounded mask (causal) query blocks are issued last-first: a block's
+  // work grows with its index, so the longest start first and the grid's tail holds
+  // short blocks (+12-14% on the d 256 causal forward at 16K). Unmasked grids keep
+  // their order. The flip is arithmetic on purpose: a select (mask ? reversed : x)
+  // cost ptxas the index's range and grew the unmasked d 256 loop by 30 instructions;
+  // this form compiles to the same loop as blockIdx.x (docs/tuning.md).
+  const int flip = p.window_right >= 0 ? -1 : 0;
+  const int m_block = (int(blockIdx.x) ^ flip) + (int(gridDim.x) & flip), h = blockIdx.y, b = blockIdx.z;
   const SeqRows seq = sequence_rows(p, b);
   const int m0 = m_block * BM;
   if (m0 >= seq.len_q) return;
