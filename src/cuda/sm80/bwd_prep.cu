@@ -1,11 +1,10 @@
 #include "cuda/sm80/bwd_prep.hpp"
 
-#include <algorithm>
-
 #include "cuda/check.hpp"
 #include "cuda/launch_common.cuh"
 #include "cuda/sm80/bwd_prep.cuh"
 #include "cuda/sm80/bwd_short_rows.cuh"
+#include "cuda/sm80/short_row_lead.hpp"
 
 namespace flashpp::cuda::sm80 {
 namespace {
@@ -27,22 +26,6 @@ void launch_dot_do_o(const AttnParams& p, const BwdArgs& a, std::int64_t total_r
     dot_do_o_kernel<__nv_bfloat16><<<grid, kDotWarps * 32, 0, stream>>>(p, a, total_rows);
   check_launch("backward D = rowsum(dO * O)");
 }
-
-// Rows of a fixed-length sequence that can see at most kShortRowKeys keys are its
-// first ones when the mask bounds keys on the right only (causal): row r sees
-// min(len_k, r + shift + wr + 1) keys, shift = len_k - len_q. Returns the number of
-// leading rows per sequence to check (at least 1), or 0 to check every row (varlen, a
-// left window, or len_k <= kShortRowKeys, where any row may be short). A causal grid
-// over every row ran one warp per row and head, nearly all of them only to return.
-namespace {
-int short_row_lead(const AttnParams& p) {
-  if (p.cu_seqlens_q != nullptr || p.window_left >= 0 || p.window_right < 0 || p.seqlen_k <= kShortRowKeys) return 0;
-  const std::int64_t shift = std::int64_t(p.seqlen_k) - p.seqlen_q;
-  // r + shift + wr + 1 <= kShortRowKeys  <=>  r < kShortRowKeys - shift - wr
-  const std::int64_t lead = std::int64_t(kShortRowKeys) - shift - p.window_right;
-  return int(std::clamp<std::int64_t>(lead, 1, p.seqlen_q));
-}
-}  // namespace
 
 // Without a mask, a fixed-length batch whose rows all see more than kShortRowKeys keys
 // has no short row: the pass is skipped. Otherwise one warp per (row, head) pair
