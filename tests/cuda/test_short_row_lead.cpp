@@ -53,7 +53,9 @@ TEST(CudaShortRowLead, CoversEveryShortRowOfRightBoundedMasks) {
           EXPECT_FALSE(keys >= 2 && keys <= kShortRowKeys) << where << ": row " << r << " sees " << keys << " keys";
         }
         // The lead is tight up to the clamp: the row before it is short (or there is none).
-        if (lead > 1) EXPECT_LE(visible_count(lead - 1, p), kShortRowKeys) << where;
+        if (lead > 1) {
+          EXPECT_LE(visible_count(lead - 1, p), kShortRowKeys) << where;
+        }
       }
 }
 
