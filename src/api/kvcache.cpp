@@ -59,13 +59,13 @@ std::size_t kvcache_workspace_bytes(const KVCacheArgs& args, const AttentionOpti
 
 Selection select_kvcache(const KVCacheArgs& args, const AttentionOptions& opts) {
   [[maybe_unused]] KVCacheParams p = detail::make_kvcache_params(args, opts, false);
-  if (!on_cuda(args)) return {true, "cpu", ""};
+  if (!on_cuda(args)) return {true, "cpu", "", ""};
 #ifdef FLASHPP_WITH_CUDA
   p.num_splits = cuda::decode::num_splits(p, args.q.device.index);
   const auto c = cuda::decode::select(p, args.q.device.index);
-  return {c.ok, c.kernel, c.reason};
+  return {c.ok, c.kernel, c.reason, ""};
 #else
-  return {false, "", kNoCuda};
+  return {false, "", kNoCuda, ""};
 #endif
 }
 
