@@ -50,6 +50,11 @@ inline int device_attribute(cudaDeviceAttr attr, const char* what) {
   return value;
 }
 
+// Multiprocessor count of the current device.
+inline int multiprocessors() {
+  return device_attribute(cudaDevAttrMultiProcessorCount, "cudaDeviceGetAttribute(multiprocessors)");
+}
+
 // Calls f(std::integral_constant<int, v>{}) for the runtime variant v < Count.
 template <int Count, int V = 0, class F>
 void with_variant(int v, F&& f) {
@@ -81,8 +86,7 @@ unsigned one_wave(Kernel kernel, int threads, std::size_t smem, long long total)
   int per_sm = 0;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  const long long wave =
-      (long long)std::max(per_sm, 1) * device_attribute(cudaDevAttrMultiProcessorCount, "cudaDeviceGetAttribute(multiprocessors)");
+  const long long wave = (long long)std::max(per_sm, 1) * multiprocessors();
   return unsigned(std::min(wave, total));
 }
 

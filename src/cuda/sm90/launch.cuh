@@ -16,11 +16,6 @@
 
 namespace flashpp::cuda::sm90 {
 
-// Multiprocessor count of the current device: the persistent grid's size.
-inline int multiprocessors() {
-  return device_attribute(cudaDevAttrMultiProcessorCount, "cudaDeviceGetAttribute(multiprocessors)");
-}
-
 // L2 bytes of the current device (head groups keep their K/V within half of it:
 // the rest holds the Q and O streams, and on H100/H200 each half of the L2 serves
 // its own half of the SMs).
