@@ -18,6 +18,7 @@
 #include "cuda/common/tile_copy.cuh"
 #include "cuda/common/warp_gemm.cuh"
 #include "cuda/ptx/cp_async.cuh"
+#include "cuda/sm80/fwd_store_o.cuh"
 #include "cuda/sm80/tile_configs.hpp"
 
 namespace flashpp::cuda::sm80 {
@@ -155,32 +156,28 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const _
   }
 
   ptx::cp_async_wait_group<0>();  // no copy may still target shared memory at exit
+  // Without a key tile no step's barrier has ordered the other threads' Q copies
+  // before the staged store below overwrites the Q tile.
+  if (n_hi <= n_lo) __syncthreads();
 
-  // Epilogue: normalize, write O (every element of the block's rows) and LSE.
+  // Epilogue: normalize, write O (every element of the block's rows, staged through
+  // the warp's Q rows: fwd_store_o.cuh) and LSE.
   T* o_ptr = static_cast<T*>(p.o) + b * p.o_batch_stride + (seq.q0 + m0) * p.o_row_stride +
              std::int64_t(h) * p.o_head_stride;
+  float inv[MT][2];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const float sum = quad_sum(softmax.sum[mt][hh]);
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      inv[mt][hh] = sum > 0.f ? 1.f / sum : 0.f;
       const int r = wrow + mt * 16 + g + 8 * hh;
-      if (r < rows_q) {
-        T* orow = o_ptr + std::int64_t(r) * p.o_row_stride;
-#pragma unroll
-        for (int nt = 0; nt < NO; ++nt) {
-          const int col = nt * 8 + 2 * t4;
-          if (col < p.head_dim_v)
-            *reinterpret_cast<std::uint32_t*>(orow + col) =
-                Element<T>::pack(o[mt][nt][2 * hh] * inv, o[mt][nt][2 * hh + 1] * inv);
-        }
-        if (p.lse != nullptr && t4 == 0) {
-          const float lse = sum > 0.f ? (softmax.max[mt][hh] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
-          p.lse[b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + seq.q0 + m0 + r] = lse;
-        }
+      if (p.lse != nullptr && t4 == 0 && r < rows_q) {
+        const float lse = sum > 0.f ? (softmax.max[mt][hh] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+        p.lse[b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + seq.q0 + m0 + r] = lse;
       }
     }
+  store_o_staged<T, QTile, MT, NO>(o, inv, sm.q, wrow, lane, o_ptr, p.o_row_stride, rows_q, p.head_dim_v);
 }
 
 }  // namespace flashpp::cuda::sm80
