@@ -33,12 +33,14 @@ struct FwdSmem {
   alignas(128) unsigned char v[2][KVTile::kBytes];
 };
 
+// Skip: a warp leaves out the masked key tiles none of its rows can see (launched
+// for masks with a window, where fwd_warp_skip allows it; launch.cuh).
 // Lazy: rescale O only when a row's max has grown past the online softmax's
 // slack (OnlineSoftmax::update_lazy; fwd_lazy_rescale says where). FullKV: full
 // K/V tiles take the copy path without bounds or zero fill (fwd_full_tile_copies
 // says where). The launch bounds' explicit one block per SM is what was measured:
 // ptxas allocates registers differently without it.
-template <typename T, int D, bool Lazy = false, bool FullKV = false>
+template <typename T, int D, bool Lazy = false, bool FullKV = false, bool Skip = false>
 __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const __grid_constant__ AttnParams p) {
   constexpr FwdTiles kT = fwd_tiles(D);
   constexpr int BM = kT.block_m, BN = kT.block_n, MT = kT.m_tiles, THREADS = kT.warps * 32;
@@ -112,6 +114,14 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const _
   OnlineSoftmax<MT> softmax;
   softmax.init();
 
+  // Keys any row of this warp can see (the first row's lower bound, the last row's
+  // upper one: both bounds grow with the row), for the warp skip.
+  int w_lo = 0, w_hi = 0;
+  if constexpr (Skip) {
+    w_lo = key_bounds(m0 + wrow, seq, wl, wr).lo;
+    w_hi = key_bounds(m0 + wrow + 16 * MT - 1, seq, wl, wr).hi;
+  }
+
   for (int n = n_hi - 1, it = 0; n >= n_lo; --n, ++it) {
     const int stage = it & 1;
     ptx::cp_async_wait_group<0>();
@@ -124,14 +134,28 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const _
     }
     ptx::cp_async_commit_group();
 
+    const int n0 = n * BN;
+    bool masked = false;
+    if constexpr (Skip) {
+      // A warp none of whose rows sees a key of this tile leaves it out: its S would
+      // be all -inf, its softmax state and O unchanged. Under a causal mask at short N
+      // the diagonal tiles of a 128-row block are a large share of the work (N = 512:
+      // 164K scores computed per head for 131K visible; with 16-row warps leaving
+      // tiles out, 147K). The warp still takes the next step's barrier.
+      masked = tile_needs_mask(m0, rows_q, n0, BN, seq, wl, wr);
+      if (masked && (w_hi <= n0 || w_lo >= n0 + BN)) continue;
+    }
+
     float s[MT][NS][4];
     zero(s);
     gemm_ss<T, QTile, Major::mk, KVTile, Major::mk, MT, NS, D / 16, fwd_stepped(D), fwd_stepped(D)>(
         s, q_s, wrow, 0, k_s + stage * KVTile::kBytes, 0, 0, lane);
     const bool fold = smap.folds();
     if (!fold) smap.apply(s);
-    const int n0 = n * BN;
-    if (tile_needs_mask(m0, rows_q, n0, BN, seq, wl, wr)) {
+    // (Without the skip the test stays here, after S = Q K^T: moved above it, the
+    // d 64 and d 128 loops changed.)
+    if constexpr (!Skip) masked = tile_needs_mask(m0, rows_q, n0, BN, seq, wl, wr);
+    if (masked) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

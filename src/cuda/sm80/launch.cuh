@@ -27,12 +27,22 @@ template <int D, bool Lazy, bool FullKV>
 inline constexpr bool kFwdCompiled =
     (Lazy == fwd_lazy_rescale(D) && FullKV == fwd_full_tile_copies(D)) || kTuningBuild;
 
-template <typename T, int D, bool Lazy, bool FullKV>
+template <typename T, int D, bool Lazy, bool FullKV, bool Skip>
 void launch_fwd_kernel(const AttnParams& p, const LaunchArgs& a) {
   constexpr FwdTiles t = fwd_tiles(D);
   const dim3 grid(blocks(p.seqlen_q, t.block_m), p.heads_q, p.batch);
-  launch_kernel(fwd_kernel<T, D, Lazy, FullKV>, grid, t.warps * 32, sizeof(FwdSmem<D>), a.stream,
+  launch_kernel(fwd_kernel<T, D, Lazy, FullKV, Skip>, grid, t.warps * 32, sizeof(FwdSmem<D>), a.stream,
                 Lazy ? "forward kernel (lazy rescale)" : "forward kernel", p);
+}
+
+// The warp-skip flavour where the head dim has it and a window bounds some row's keys
+// (causal included); without a window no warp can leave a tile out.
+template <typename T, int D, bool Lazy, bool FullKV>
+void launch_fwd_flavour(const AttnParams& p, const LaunchArgs& a) {
+  if constexpr (fwd_warp_skip(D)) {
+    if (p.window_left >= 0 || p.window_right >= 0) return launch_fwd_kernel<T, D, Lazy, FullKV, true>(p, a);
+  }
+  launch_fwd_kernel<T, D, Lazy, FullKV, false>(p, a);
 }
 
 // The forward for this call: the head dim's rules, or what FLASHPP_SM80_FWD_LAZY=0|1
@@ -50,7 +60,7 @@ void launch_fwd(const AttnParams& p, const LaunchArgs& a) {
   with_variant<2>(int(lazy), [&](auto l) {
     with_variant<2>(int(full), [&](auto f) {
       constexpr bool kL = decltype(l)::value == 1, kF = decltype(f)::value == 1;
-      if constexpr (kFwdCompiled<D, kL, kF>) launch_fwd_kernel<T, D, kL, kF>(p, a);
+      if constexpr (kFwdCompiled<D, kL, kF>) launch_fwd_flavour<T, D, kL, kF>(p, a);
     });
   });
 }

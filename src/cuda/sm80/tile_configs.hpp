@@ -48,6 +48,14 @@ constexpr FwdTiles fwd_tiles(int d) {
 // 96 and 192 are unmeasured and keep the plain update.
 constexpr bool fwd_lazy_rescale(int d) { return d == 128; }
 
+// Whether the forward has a flavour whose warps leave out the masked tiles none of
+// their rows can see (fwd_kernel.cuh's Skip), launched for masks with a window.
+// Only where a warp holds 16 rows (8 warps, one m tile): with 32 rows per warp few
+// diagonal tiles are invisible to a whole warp. Unmasked launches keep the kernel
+// without it: in the loop of every step the test moved above S = Q K^T, which cost
+// 1-3% at d 256 without a mask when it was the only kernel (docs/tuning.md).
+constexpr bool fwd_warp_skip(int d) { return fwd_tiles(d).m_tiles == 1; }
+
 // Whether the forward's full K/V tiles skip the per-copy bounds and zero fill
 // (copy_tile_async's full-tile path): ~10 integer instructions fewer per 16-byte copy,
 // 16 copies per warp and tile at head dim 256. ptxas (nvcc 13.0) keeps the default
