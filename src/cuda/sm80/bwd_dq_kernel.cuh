@@ -309,21 +309,16 @@ __device__ __forceinline__ void bwd_dq_block(const AttnParams& p, const BwdArgs&
 }
 
 // Deterministic dQ: one block per (query block, query head, batch entry). ExactD: the
-// exact-D pass walks the same blocks from a grid of at most one wave
-// (one_wave, launch_common.cuh), for the reason the fix pass does (bwd_kernel.cuh).
+// exact-D pass walks the same blocks from at most one wave (walk_blocks,
+// bwd_exact_d.cuh).
 template <typename T, int D, bool ExactD = false>
 __global__ void __launch_bounds__(dq_tiles(D).warps * 32)
     bwd_dq_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdArgs a) {
   if constexpr (ExactD) {
     if (*a.any_flag == 0) return;  // set by the main kernel
     constexpr int BM = dq_tiles(D).block_m;
-    const int nx = (p.seqlen_q + BM - 1) / BM;  // the deterministic kernel's grid.x
-    const std::int64_t total = std::int64_t(nx) * p.heads_q * p.batch;
-    for (std::int64_t i = blockIdx.x; i < total; i += gridDim.x) {
-      bwd_dq_block<T, D, true>(p, a, int(i % nx), int(i / nx % p.heads_q), int(i / (std::int64_t(nx) * p.heads_q)));
-      ptx::cp_async_wait_group<0>();
-      __syncthreads();  // the next block's loads overwrite shared memory still being read
-    }
+    walk_blocks((p.seqlen_q + BM - 1) / BM, p.heads_q, p.batch,
+                [&](int x, int y, int z) { bwd_dq_block<T, D, true>(p, a, x, y, z); });
   } else {
     bwd_dq_block<T, D, false>(p, a, blockIdx.x, blockIdx.y, blockIdx.z);
   }

@@ -54,6 +54,7 @@
 #include <type_traits>
 
 #include "cuda/common/element.cuh"
+#include "cuda/ptx/cp_async.cuh"
 #include "cuda/ptx/math.cuh"
 #include "cuda/sm80/bwd_args.hpp"
 
@@ -86,6 +87,21 @@ __device__ __forceinline__ bool any_group_marked(const unsigned char* marks, std
   for (std::int64_t gi = row0 / kHotGroupRows; gi <= (row0 + rows - 1) / kHotGroupRows; ++gi)
     if (marks[gi] != 0) return true;
   return false;
+}
+
+// The exact-D and fix passes run on every backward and almost never have work; as
+// full grids, their blocks would start in waves only to read a flag and exit. Each is
+// launched with at most one wave (one_wave, launch_common.cuh) and walks the
+// nx x ny x nz blocks of the grid it stands for: block(x, y, z) per block, the block's
+// copies drained and a barrier between two, since the next reuses shared memory.
+template <typename Block>
+__device__ __forceinline__ void walk_blocks(int nx, int ny, int nz, Block&& block) {
+  const std::int64_t total = std::int64_t(nx) * ny * nz;
+  for (std::int64_t i = blockIdx.x; i < total; i += gridDim.x) {
+    block(int(i % nx), int(i / nx % ny), int(i / (std::int64_t(nx) * ny)));
+    ptx::cp_async_wait_group<0>();
+    __syncthreads();
+  }
 }
 
 // Main kernel: flags the row groups of `count` global query rows from row0 of head h

@@ -398,23 +398,15 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
 }
 
 // The main kernel: one block per (key block, kv head, batch entry). Fix: the fix pass
-// walks the same blocks from a grid of at most one wave (one_wave, launch_common.cuh).
-// It is launched on every backward and almost never has work; as a full grid, its
-// blocks (each needing the main kernel's shared memory, so one per SM) would start
-// in waves only to read *any_hot and exit.
+// walks the same blocks from at most one wave (walk_blocks, bwd_exact_d.cuh).
 template <typename T, int D, int V = 0, bool Fix = false>
 __global__ void __launch_bounds__(bwd_tiles(D, V).warps * 32)
     bwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdArgs a) {
   if constexpr (Fix) {
     if (*a.any_hot == 0) return;  // set by the exact-D pass
     constexpr int BN = bwd_tiles(D, V).block_n;
-    const int nx = (p.seqlen_k + BN - 1) / BN;  // the main kernel's grid.x
-    const std::int64_t total = std::int64_t(nx) * p.heads_kv * p.batch;
-    for (std::int64_t i = blockIdx.x; i < total; i += gridDim.x) {
-      bwd_block<T, D, V, true>(p, a, int(i % nx), int(i / nx % p.heads_kv), int(i / (std::int64_t(nx) * p.heads_kv)));
-      ptx::cp_async_wait_group<0>();
-      __syncthreads();  // the next block's loads overwrite shared memory still being read
-    }
+    walk_blocks((p.seqlen_k + BN - 1) / BN, p.heads_kv, p.batch,
+                [&](int x, int y, int z) { bwd_block<T, D, V, true>(p, a, x, y, z); });
   } else {
     bwd_block<T, D, V, false>(p, a, blockIdx.x, blockIdx.y, blockIdx.z);
   }

@@ -91,7 +91,7 @@ void launch_bwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   const dim3 grid(blocks(p.seqlen_k, t.block_n), p.heads_kv, p.batch);
   launch_kernel(bwd_kernel<T, D, V>, grid, t.warps * 32, sizeof(BwdSmem<D, V>), a.stream, "backward kernel", p, a.bwd);
   if (p.partial_keys || a.bwd.any_hot == nullptr) return;
-  // Both passes walk their blocks from one wave (the kernels' comments say why).
+  // Both passes walk their blocks from one wave (walk_blocks, bwd_exact_d.cuh says why).
   constexpr DqTiles dt = dq_tiles(D);
   const long long dq_blocks = (long long)blocks(p.seqlen_q, dt.block_m) * p.heads_q * p.batch;
   launch_kernel(bwd_dq_kernel<T, D, true>,
