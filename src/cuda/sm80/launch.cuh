@@ -35,12 +35,15 @@ void launch_fwd_kernel(const AttnParams& p, const LaunchArgs& a) {
                 Lazy ? "forward kernel (lazy rescale)" : "forward kernel", p);
 }
 
-// The warp-skip flavour where the head dim has it and a window bounds some row's keys
-// (causal included); without a window no warp can leave a tile out.
+// The warp-skip flavour where the head dim has it, a window bounds some row's keys
+// (causal included; without a window no warp can leave a tile out) and the keys are
+// few enough that the diagonal tiles it thins out outweigh its longer loop
+// (fwd_warp_skip_pays).
 template <typename T, int D, bool Lazy, bool FullKV>
 void launch_fwd_flavour(const AttnParams& p, const LaunchArgs& a) {
   if constexpr (fwd_warp_skip(D)) {
-    if (p.window_left >= 0 || p.window_right >= 0) return launch_fwd_kernel<T, D, Lazy, FullKV, true>(p, a);
+    if ((p.window_left >= 0 || p.window_right >= 0) && fwd_warp_skip_pays(p.seqlen_k))
+      return launch_fwd_kernel<T, D, Lazy, FullKV, true>(p, a);
   }
   launch_fwd_kernel<T, D, Lazy, FullKV, false>(p, a);
 }
