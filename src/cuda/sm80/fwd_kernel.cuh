@@ -201,7 +201,8 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const _
         p.lse[b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + seq.q0 + m0 + r] = lse;
       }
     }
-  store_o_staged<T, QTile, MT, NO>(o, inv, sm.q, wrow, lane, o_ptr, p.o_row_stride, rows_q, p.head_dim_v);
+  store_o_staged<T, QTile, MT, NO>(o, inv, sm.q + wrow * QTile::kRowBytes, wrow, lane, o_ptr, p.o_row_stride, rows_q,
+                                   p.head_dim_v);
 }
 
 }  // namespace flashpp::cuda::sm80

@@ -1,6 +1,7 @@
 #pragma once
 // Output store of the FA2-class forward: a warp's normalized O rows leave through
-// its own rows of the Q tile in shared memory, as whole 16-byte chunks per lane.
+// shared memory (its own rows of the Q tile, or a K/V stage in the persistent
+// kernel), as whole 16-byte chunks per lane.
 //
 // Why: written from the mma accumulator layout, each 4-byte store of a warp
 // touches 8 rows, 16 bytes in each (8 partial sectors per instruction, 2 * MT * D / 8
@@ -20,14 +21,16 @@
 namespace flashpp::cuda::sm80 {
 
 // Stages rows wrow .. wrow + 16 MT - 1 of O, each scaled by inv[mt][hh] (the rows
-// g and g + 8 of m tile mt), into the swizzled tile at q_tile (generic pointer to the
-// block's Q tile), then writes the rows below rows_q and the 16-byte chunks below
-// cols (head_dim_v, a multiple of 8) to o (the block's first row) with row stride
-// row_stride. The caller guarantees that every copy into this warp's rows of the
-// tile has landed and that no warp reads them afterwards.
+// g and g + 8 of m tile mt), at `rows` (generic pointer to 16 MT rows laid out as
+// QTile's rows, swizzle included: QTile::offset(r - wrow, chunk); wrow is a multiple
+// of 16, so in the Q tile that is the warp's own rows), then writes the rows below
+// rows_q and the 16-byte chunks below cols (head_dim_v, a multiple of 8) to o (the
+// block's first row) with row stride row_stride. The caller guarantees that every
+// copy into those bytes has landed and that no other warp reads or writes them
+// until the stores below are done.
 template <typename T, class QTile, int MT, int NO>
 __device__ __forceinline__ void store_o_staged(const float (&o)[MT][NO][4], const float (&inv)[MT][2],
-                                               unsigned char* q_tile, int wrow, int lane, T* o_ptr,
+                                               unsigned char* rows, int wrow, int lane, T* o_ptr,
                                                std::int64_t row_stride, int rows_q, int cols) {
   static_assert(NO == QTile::kChunks, "one 8-column n tile per 16-byte chunk of a row");
   const int g = lane >> 2, t4 = lane & 3;
@@ -36,11 +39,11 @@ __device__ __forceinline__ void store_o_staged(const float (&o)[MT][NO][4], cons
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const int r = wrow + mt * 16 + g + 8 * hh;
+      const int r = mt * 16 + g + 8 * hh;
 #pragma unroll
       for (int nt = 0; nt < NO; ++nt)
         // Chunk nt of 8 rows g: the swizzle puts the 8 rows' chunks in distinct banks.
-        *reinterpret_cast<std::uint32_t*>(q_tile + QTile::offset(r, nt) + 4 * t4) =
+        *reinterpret_cast<std::uint32_t*>(rows + QTile::offset(r, nt) + 4 * t4) =
             Element<T>::pack(o[mt][nt][2 * hh] * inv[mt][hh], o[mt][nt][2 * hh + 1] * inv[mt][hh]);
     }
   __syncwarp();
@@ -51,26 +54,26 @@ __device__ __forceinline__ void store_o_staged(const float (&o)[MT][NO][4], cons
     // row by 32 / kChunks, so the address is one add per round.
     constexpr int kRowStep = 32 / kChunks;
     const int c = lane % kChunks;
-    int r = wrow + lane / kChunks;
-    const unsigned char* src = q_tile + QTile::offset(r, c);
-    T* dst = o_ptr + std::int64_t(r) * row_stride + c * 8;
+    int r = lane / kChunks;  // row in the warp's rows
+    const unsigned char* src = rows + QTile::offset(r, c);
+    T* dst = o_ptr + std::int64_t(wrow + r) * row_stride + c * 8;
     const std::int64_t dst_step = kRowStep * row_stride;
     const bool col_ok = c * 8 < cols;
 #pragma unroll
     for (int i = 0; i < kRows / kRowStep; ++i, r += kRowStep, dst += dst_step) {
       // Rows r and r + kRowStep * i share r % 8 when kRowStep * i is a multiple of 8;
       // otherwise the offset is recomputed (row steps of 1, 2 or 4).
-      const unsigned char* at = kRowStep % 8 == 0 ? src + i * kRowStep * QTile::kRowBytes : q_tile + QTile::offset(r, c);
-      if (col_ok && r < rows_q) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(at);
+      const unsigned char* at = kRowStep % 8 == 0 ? src + i * kRowStep * QTile::kRowBytes : rows + QTile::offset(r, c);
+      if (col_ok && wrow + r < rows_q) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(at);
     }
   } else {
 #pragma unroll
     for (int i = 0; i < kRows * kChunks / 32; ++i) {
       const int idx = i * 32 + lane;
-      const int r = wrow + idx / kChunks, c = idx % kChunks;
-      if (r < rows_q && c * 8 < cols)
-        *reinterpret_cast<uint4*>(o_ptr + std::int64_t(r) * row_stride + c * 8) =
-            *reinterpret_cast<const uint4*>(q_tile + QTile::offset(r, c));
+      const int r = idx / kChunks, c = idx % kChunks;
+      if (wrow + r < rows_q && c * 8 < cols)
+        *reinterpret_cast<uint4*>(o_ptr + std::int64_t(wrow + r) * row_stride + c * 8) =
+            *reinterpret_cast<const uint4*>(rows + QTile::offset(r, c));
     }
   }
 }

@@ -11,6 +11,7 @@
 #include "cuda/sm80/bwd_dq_kernel.cuh"
 #include "cuda/sm80/bwd_kernel.cuh"
 #include "cuda/sm80/fwd_kernel.cuh"
+#include "cuda/sm80/fwd_persistent_kernel.cuh"
 #include "cuda/sm80/tile_configs.hpp"
 
 namespace flashpp::cuda::sm80 {
@@ -30,6 +31,16 @@ inline constexpr bool kFwdCompiled =
 template <typename T, int D, bool Lazy, bool FullKV, bool Skip>
 void launch_fwd_kernel(const AttnParams& p, const LaunchArgs& a) {
   constexpr FwdTiles t = fwd_tiles(D);
+  if constexpr (fwd_persist(D)) {
+    if (fwd_persist_pays(p.seqlen_k)) {
+      // One block of threads per SM (one wave), each walking query blocks in rounds.
+      const long long tiles = (long long)blocks(p.seqlen_q, t.block_m) * p.heads_q * p.batch;
+      auto kernel = fwd_persistent_kernel<T, D, Lazy, FullKV, Skip>;
+      launch_kernel(kernel, dim3(one_wave(kernel, t.warps * 32, sizeof(FwdSmem<D>), tiles)), t.warps * 32,
+                    sizeof(FwdSmem<D>), a.stream, "forward kernel (persistent)", p);
+      return;
+    }
+  }
   const dim3 grid(blocks(p.seqlen_q, t.block_m), p.heads_q, p.batch);
   launch_kernel(fwd_kernel<T, D, Lazy, FullKV, Skip>, grid, t.warps * 32, sizeof(FwdSmem<D>), a.stream,
                 Lazy ? "forward kernel (lazy rescale)" : "forward kernel", p);

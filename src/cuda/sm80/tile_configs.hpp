@@ -63,6 +63,17 @@ constexpr bool fwd_warp_skip(int d) { return fwd_tiles(d).m_tiles == 1; }
 // rounds): +7% / +3% / +0.6% at 512 / 1K / 2K, -0.4 / -0.6 / -1.0% at 4K / 8K / 16K.
 constexpr bool fwd_warp_skip_pays(int seqlen_k) { return seqlen_k <= 2048; }
 
+// Whether the forward has a persistent form (fwd_persistent_kernel): where one block
+// of 8 warps fills an SM (d 192, 256), nothing hides a block's prologue (Q and the
+// first K/V tile, 128 KiB at d 256) and epilogue; the persistent form issues the next
+// query block's prologue under the current one's epilogue.
+constexpr bool fwd_persist(int d) { return fwd_tiles(d).warps == 8; }
+
+// Whether it pays at this many keys: a prologue is a larger share of a short block.
+// Predicted, not measured: +5-10% at d 256 for 512-1K keys (a ~2 us prologue of a
+// ~23-29 us block), nothing from 4K.
+constexpr bool fwd_persist_pays(int seqlen_k) { return seqlen_k <= 2048; }
+
 // Whether the forward's full K/V tiles skip the per-copy bounds and zero fill
 // (copy_tile_async's full-tile path): ~10 integer instructions fewer per 16-byte copy,
 // 16 copies per warp and tile at head dim 256. ptxas (nvcc 13.0) keeps the default
