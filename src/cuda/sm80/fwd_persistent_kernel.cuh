@@ -221,7 +221,7 @@ __device__ __forceinline__ void fwd_block(const AttnParams& p, FwdSmem<D>& sm, c
 // K/V tile) under the previous one's epilogue, where one block per SM leaves
 // nothing else to hide it. Round r gives block c the query block
 // r gridDim.x + (c + r) % gridDim.x of the grid order (query block fastest, then
-// head, batch; last-first under right-bounded masks as above): a round is the same
+// head, batch; last-first under right-bounded masks as in fwd_kernel): a round is the same
 // set as the non-persistent grid's wave, and the rotation hands each block of
 // threads every position of a head's query blocks in turn, so under a causal mask no
 // block of threads always gets the longest.
