@@ -33,86 +33,25 @@ struct FwdSmem {
   alignas(128) unsigned char v[2][KVTile::kBytes];
 };
 
-// Skip: a warp leaves out the masked key tiles none of its rows can see (launched
-// for masks with a window, where fwd_warp_skip allows it; launch.cuh).
-// Lazy: rescale O only when a row's max has grown past the online softmax's
-// slack (OnlineSoftmax::update_lazy; fwd_lazy_rescale says where). FullKV: full
-// K/V tiles take the copy path without bounds or zero fill (fwd_full_tile_copies
-// says where). The launch bounds' explicit one block per SM is what was measured:
-// ptxas allocates registers differently without it.
-template <typename T, int D, bool Lazy = false, bool FullKV = false, bool Skip = false>
-__global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const __grid_constant__ AttnParams p) {
+// The key loop of one query block (fwd_kernel and fwd_persistent_kernel): walks key
+// tiles n_hi - 1 down to n_lo through the two-stage ring, whose stage 0 holds tile
+// n_hi - 1 (the prologue's commit group) on entry, and accumulates O and the online
+// softmax state. load_k / load_v (tile, stage) issue one tile's copies.
+template <typename T, int D, bool Lazy, bool Skip, class LoadK, class LoadV>
+__device__ __forceinline__ void fwd_key_loop(const AttnParams& p, const SeqRows& seq, int m0, int rows_q, int n_lo,
+                                             int n_hi, std::uint32_t q_s, std::uint32_t k_s, std::uint32_t v_s,
+                                             const ScoreMap& smap, LoadK&& load_k, LoadV&& load_v,
+                                             float (&o)[fwd_tiles(D).m_tiles][D / 8][4],
+                                             OnlineSoftmax<fwd_tiles(D).m_tiles>& softmax) {
   constexpr FwdTiles kT = fwd_tiles(D);
-  constexpr int BM = kT.block_m, BN = kT.block_n, MT = kT.m_tiles, THREADS = kT.warps * 32;
+  constexpr int BN = kT.block_n, MT = kT.m_tiles;
   constexpr int NS = BN / 8, NO = D / 8;
-  using Smem = FwdSmem<D>;
-  using QTile = typename Smem::QTile;
-  using KVTile = typename Smem::KVTile;
-  static_assert(sizeof(Smem) == fwd_smem_bytes(kT), "shared-memory struct must match the tile table");
-
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
-
-  // Under a right-bounded mask (causal) query blocks are issued last-first: a block's
-  // work grows with its index, so the longest start first and the grid's tail holds
-  // short blocks (+12-14% on the d 256 causal forward at 16K). Unmasked grids keep
-  // their order. The flip is arithmetic on purpose: a select (mask ? reversed : x)
-  // cost ptxas the index's range and grew the unmasked d 256 loop by 30 instructions;
-  // this form compiles to the same loop as blockIdx.x (docs/tuning.md).
-  const int flip = p.window_right >= 0 ? -1 : 0;
-  const int m_block = (int(blockIdx.x) ^ flip) + (int(gridDim.x) & flip), h = blockIdx.y, b = blockIdx.z;
-  const SeqRows seq = sequence_rows(p, b);
-  const int m0 = m_block * BM;
-  if (m0 >= seq.len_q) return;
-  const int rows_q = min(BM, seq.len_q - m0);
-  const int hk = h / p.gqa_ratio;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  using QTile = typename FwdSmem<D>::QTile;
+  using KVTile = typename FwdSmem<D>::KVTile;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   const int wrow = warp * 16 * MT;
   const int wl = p.window_left, wr = p.window_right;
-
-  const T* q_ptr = static_cast<const T*>(p.q) + b * p.q_batch_stride + (seq.q0 + m0) * p.q_row_stride +
-                   std::int64_t(h) * p.q_head_stride;
-  const T* k_ptr = static_cast<const T*>(p.k) + b * p.k_batch_stride + seq.k0 * p.k_row_stride +
-                   std::int64_t(hk) * p.k_head_stride;
-  const T* v_ptr = static_cast<const T*>(p.v) + b * p.v_batch_stride + seq.k0 * p.v_row_stride +
-                   std::int64_t(hk) * p.v_head_stride;
-
-  // Key tiles any row of this block can see.
-  const VisibleRange first = visible_keys(m0, seq.len_q, seq.len_k, wl, wr);
-  const VisibleRange last = visible_keys(m0 + rows_q - 1, seq.len_q, seq.len_k, wl, wr);
-  int n_lo = 0, n_hi = 0;
-  if (first.lo < last.hi) {
-    n_lo = int(first.lo / BN);
-    n_hi = int((last.hi + BN - 1) / BN);
-  }
-
-  const std::uint32_t q_s = ptx::smem_u32(sm.q);
-  const std::uint32_t k_s = ptx::smem_u32(sm.k[0]);
-  const std::uint32_t v_s = ptx::smem_u32(sm.v[0]);
-  auto load_k = [&](int n, int stage) {
-    const int n0 = n * BN;
-    copy_tile_async<KVTile, THREADS, FullKV>(k_s + stage * KVTile::kBytes, k_ptr + std::int64_t(n0) * p.k_row_stride,
-                                             p.k_row_stride, min(BN, seq.len_k - n0), p.head_dim, tid);
-  };
-  auto load_v = [&](int n, int stage) {
-    const int n0 = n * BN;
-    copy_tile_async<KVTile, THREADS, FullKV>(v_s + stage * KVTile::kBytes, v_ptr + std::int64_t(n0) * p.v_row_stride,
-                                             p.v_row_stride, min(BN, seq.len_k - n0), p.head_dim_v, tid);
-  };
-
-  copy_tile_async<QTile, THREADS>(q_s, q_ptr, p.q_row_stride, rows_q, p.head_dim, tid);
-  if (n_hi > n_lo) {
-    load_k(n_hi - 1, 0);
-    load_v(n_hi - 1, 0);
-  }
-  ptx::cp_async_commit_group();
-
-  const ScoreMap smap = ScoreMap::from(p);
-  float o[MT][NO][4];
-  zero(o);
-  OnlineSoftmax<MT> softmax;
-  softmax.init();
 
   // Keys any row of this warp can see (the first row's lower bound, the last row's
   // upper one: both bounds grow with the row), for the warp skip.
@@ -179,13 +118,18 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const _
     gemm_rs<T, KVTile, Major::km, MT, NO, NS / 2, fwd_stepped(D)>(o, pa, v_s + stage * KVTile::kBytes, 0, 0, lane);
   }
 
-  ptx::cp_async_wait_group<0>();  // no copy may still target shared memory at exit
-  // Without a key tile no step's barrier has ordered the other threads' Q copies
-  // before the staged store below overwrites the Q tile.
-  if (n_hi <= n_lo) __syncthreads();
+}
 
-  // Epilogue: normalize, write O (every element of the block's rows, staged through
-  // the warp's Q rows: fwd_store_o.cuh) and LSE.
+// A query block's output: O normalized and written (staged at `stage_rows`, where
+// this warp's 16 MT rows go: fwd_store_o.cuh), and the LSE of each row.
+template <typename T, int D>
+__device__ __forceinline__ void fwd_write_out(const AttnParams& p, const SeqRows& seq, int m0, int rows_q, int h,
+                                              int b, const float (&o)[fwd_tiles(D).m_tiles][D / 8][4],
+                                              const OnlineSoftmax<fwd_tiles(D).m_tiles>& softmax,
+                                              unsigned char* stage_rows) {
+  constexpr int MT = fwd_tiles(D).m_tiles, NO = D / 8;
+  const int lane = threadIdx.x & 31, wrow = (threadIdx.x >> 5) * 16 * MT;
+  const int g = lane >> 2, t4 = lane & 3;
   T* o_ptr = static_cast<T*>(p.o) + b * p.o_batch_stride + (seq.q0 + m0) * p.o_row_stride +
              std::int64_t(h) * p.o_head_stride;
   float inv[MT][2];
@@ -201,8 +145,99 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const _
         p.lse[b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + seq.q0 + m0 + r] = lse;
       }
     }
-  store_o_staged<T, QTile, MT, NO>(o, inv, sm.q + wrow * QTile::kRowBytes, wrow, lane, o_ptr, p.o_row_stride, rows_q,
-                                   p.head_dim_v);
+  store_o_staged<T, typename FwdSmem<D>::QTile, MT, NO>(o, inv, stage_rows, wrow, lane, o_ptr, p.o_row_stride, rows_q,
+                                                          p.head_dim_v);
+}
+
+// Skip: a warp leaves out the masked key tiles none of its rows can see (launched
+// for masks with a window, where fwd_warp_skip allows it; launch.cuh).
+// Lazy: rescale O only when a row's max has grown past the online softmax's
+// slack (OnlineSoftmax::update_lazy; fwd_lazy_rescale says where). FullKV: full
+// K/V tiles take the copy path without bounds or zero fill (fwd_full_tile_copies
+// says where). The launch bounds' explicit one block per SM is what was measured:
+// ptxas allocates registers differently without it.
+template <typename T, int D, bool Lazy = false, bool FullKV = false, bool Skip = false>
+__global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const __grid_constant__ AttnParams p) {
+  constexpr FwdTiles kT = fwd_tiles(D);
+  constexpr int BM = kT.block_m, BN = kT.block_n, MT = kT.m_tiles, THREADS = kT.warps * 32;
+  constexpr int NO = D / 8;
+  using Smem = FwdSmem<D>;
+  using QTile = typename Smem::QTile;
+  using KVTile = typename Smem::KVTile;
+  static_assert(sizeof(Smem) == fwd_smem_bytes(kT), "shared-memory struct must match the tile table");
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+
+  // Under a right-bounded mask (causal) query blocks are issued last-first: a block's
+  // work grows with its index, so the longest start first and the grid's tail holds
+  // short blocks (+12-14% on the d 256 causal forward at 16K). Unmasked grids keep
+  // their order. The flip is arithmetic on purpose: a select (mask ? reversed : x)
+  // cost ptxas the index's range and grew the unmasked d 256 loop by 30 instructions;
+  // this form compiles to the same loop as blockIdx.x (docs/tuning.md).
+  const int flip = p.window_right >= 0 ? -1 : 0;
+  const int m_block = (int(blockIdx.x) ^ flip) + (int(gridDim.x) & flip), h = blockIdx.y, b = blockIdx.z;
+  const SeqRows seq = sequence_rows(p, b);
+  const int m0 = m_block * BM;
+  if (m0 >= seq.len_q) return;
+  const int rows_q = min(BM, seq.len_q - m0);
+  const int hk = h / p.gqa_ratio;
+  const int tid = threadIdx.x, warp = tid >> 5;
+  const int wrow = warp * 16 * MT;
+  const int wl = p.window_left, wr = p.window_right;
+
+  const T* q_ptr = static_cast<const T*>(p.q) + b * p.q_batch_stride + (seq.q0 + m0) * p.q_row_stride +
+                   std::int64_t(h) * p.q_head_stride;
+  const T* k_ptr = static_cast<const T*>(p.k) + b * p.k_batch_stride + seq.k0 * p.k_row_stride +
+                   std::int64_t(hk) * p.k_head_stride;
+  const T* v_ptr = static_cast<const T*>(p.v) + b * p.v_batch_stride + seq.k0 * p.v_row_stride +
+                   std::int64_t(hk) * p.v_head_stride;
+
+  // Key tiles any row of this block can see.
+  const VisibleRange first = visible_keys(m0, seq.len_q, seq.len_k, wl, wr);
+  const VisibleRange last = visible_keys(m0 + rows_q - 1, seq.len_q, seq.len_k, wl, wr);
+  int n_lo = 0, n_hi = 0;
+  if (first.lo < last.hi) {
+    n_lo = int(first.lo / BN);
+    n_hi = int((last.hi + BN - 1) / BN);
+  }
+
+  const std::uint32_t q_s = ptx::smem_u32(sm.q);
+  const std::uint32_t k_s = ptx::smem_u32(sm.k[0]);
+  const std::uint32_t v_s = ptx::smem_u32(sm.v[0]);
+  auto load_k = [&](int n, int stage) {
+    const int n0 = n * BN;
+    copy_tile_async<KVTile, THREADS, FullKV>(k_s + stage * KVTile::kBytes, k_ptr + std::int64_t(n0) * p.k_row_stride,
+                                             p.k_row_stride, min(BN, seq.len_k - n0), p.head_dim, tid);
+  };
+  auto load_v = [&](int n, int stage) {
+    const int n0 = n * BN;
+    copy_tile_async<KVTile, THREADS, FullKV>(v_s + stage * KVTile::kBytes, v_ptr + std::int64_t(n0) * p.v_row_stride,
+                                             p.v_row_stride, min(BN, seq.len_k - n0), p.head_dim_v, tid);
+  };
+
+  copy_tile_async<QTile, THREADS>(q_s, q_ptr, p.q_row_stride, rows_q, p.head_dim, tid);
+  if (n_hi > n_lo) {
+    load_k(n_hi - 1, 0);
+    load_v(n_hi - 1, 0);
+  }
+  ptx::cp_async_commit_group();
+
+  const ScoreMap smap = ScoreMap::from(p);
+  float o[MT][NO][4];
+  zero(o);
+  OnlineSoftmax<MT> softmax;
+  softmax.init();
+
+  fwd_key_loop<T, D, Lazy, Skip>(p, seq, m0, rows_q, n_lo, n_hi, q_s, k_s, v_s, smap, load_k, load_v, o, softmax);
+
+  ptx::cp_async_wait_group<0>();  // no copy may still target shared memory at exit
+  // Without a key tile no step's barrier has ordered the other threads' Q copies
+  // before the staged store below overwrites the Q tile.
+  if (n_hi <= n_lo) __syncthreads();
+
+  // Epilogue: O (staged through the warp's own Q rows) and LSE.
+  fwd_write_out<T, D>(p, seq, m0, rows_q, h, b, o, softmax, sm.q + wrow * QTile::kRowBytes);
 }
 
 }  // namespace flashpp::cuda::sm80

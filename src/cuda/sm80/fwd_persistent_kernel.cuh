@@ -1,12 +1,10 @@
 #pragma once
 // Persistent form of the FA2-class forward (fwd_persist says where): one block of
 // threads per SM walks query blocks in rounds and issues each one's prologue under
-// the previous one's epilogue. The key loop and epilogue are fwd_kernel.cuh's, as
-// one function over a query block (fwd_block) with two hooks: the next block's
-// prologue after the loop's last barrier, and O staged through the second K/V stage
-// instead of the Q tile the prologue refills. (fwd_kernel keeps its own copy of the
-// loop: expressed through fwd_block its loops grew by 2-3% of their instructions,
-// nvcc 13.0 sm_90a: d 256 1711 -> 1752.)
+// the previous one's epilogue. The key loop is fwd_kernel.cuh's (fwd_key_loop); the
+// epilogue differs in two places: the next block's prologue is issued after the
+// loop's last barrier, and O is staged through the second K/V stage instead of the
+// Q tile the prologue refills.
 #include "cuda/sm80/fwd_kernel.cuh"
 
 namespace flashpp::cuda::sm80 {
@@ -89,15 +87,12 @@ template <typename T, int D, bool Lazy, bool FullKV, bool Skip, class Next>
 __device__ __forceinline__ void fwd_block(const AttnParams& p, FwdSmem<D>& sm, const FwdTile& tile, Next&& next) {
   constexpr FwdTiles kT = fwd_tiles(D);
   constexpr int BN = kT.block_n, MT = kT.m_tiles;
-  constexpr int NS = BN / 8, NO = D / 8;
+  constexpr int NO = D / 8;
   using QTile = typename FwdSmem<D>::QTile;
   using KVTile = typename FwdSmem<D>::KVTile;
   const SeqRows& seq = tile.seq;
   const int m0 = tile.m0, rows_q = tile.rows_q, n_lo = tile.n_lo, n_hi = tile.n_hi, h = tile.h, b = tile.b;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t4 = lane & 3;
-  const int wrow = warp * 16 * MT;
-  const int wl = p.window_left, wr = p.window_right;
+  const int tid = threadIdx.x, warp = tid >> 5;
   const FwdPointers<T> ptr(p, tile);
 
   const std::uint32_t q_s = ptx::smem_u32(sm.q);
@@ -121,71 +116,7 @@ __device__ __forceinline__ void fwd_block(const AttnParams& p, FwdSmem<D>& sm, c
   zero(o);
   OnlineSoftmax<MT> softmax;
   softmax.init();
-
-  // Keys any row of this warp can see (the first row's lower bound, the last row's
-  // upper one: both bounds grow with the row), for the warp skip.
-  int w_lo = 0, w_hi = 0;
-  if constexpr (Skip) {
-    w_lo = key_bounds(m0 + wrow, seq, wl, wr).lo;
-    w_hi = key_bounds(m0 + wrow + 16 * MT - 1, seq, wl, wr).hi;
-  }
-
-  for (int n = n_hi - 1, it = 0; n >= n_lo; --n, ++it) {
-    const int stage = it & 1;
-    ptx::cp_async_wait_group<0>();
-    // Tile n has landed for every thread, and every warp is done with tile n+1,
-    // whose stage the next prefetch overwrites.
-    __syncthreads();
-    if (n > n_lo) {
-      load_k(n - 1, stage ^ 1);
-      load_v(n - 1, stage ^ 1);
-    }
-    ptx::cp_async_commit_group();
-
-    const int n0 = n * BN;
-    bool masked = false;
-    if constexpr (Skip) {
-      // A warp none of whose rows sees a key of this tile leaves it out: its S would
-      // be all -inf, its softmax state and O unchanged. Under a causal mask at short N
-      // the diagonal tiles of a 128-row block are a large share of the work (N = 512:
-      // 164K scores computed per head for 131K visible; with 16-row warps leaving
-      // tiles out, 147K). The warp still takes the next step's barrier.
-      masked = tile_needs_mask(m0, rows_q, n0, BN, seq, wl, wr);
-      if (masked && (w_hi <= n0 || w_lo >= n0 + BN)) continue;
-    }
-
-    float s[MT][NS][4];
-    zero(s);
-    gemm_ss<T, QTile, Major::mk, KVTile, Major::mk, MT, NS, D / 16, fwd_stepped(D), fwd_stepped(D)>(
-        s, q_s, wrow, 0, k_s + stage * KVTile::kBytes, 0, 0, lane);
-    const bool fold = smap.folds();
-    if (!fold) smap.apply(s);
-    // (Without the skip the test stays here, after S = Q K^T: moved above it, the
-    // d 64 and d 128 loops changed.)
-    if constexpr (!Skip) masked = tile_needs_mask(m0, rows_q, n0, BN, seq, wl, wr);
-    if (masked) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const KeyBounds r = key_bounds(m0 + wrow + mt * 16 + g + 8 * hh, seq, wl, wr);
-#pragma unroll
-          for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-              if (!r.has(n0 + nt * 8 + 2 * t4 + e)) s[mt][nt][2 * hh + e] = -INFINITY;
-        }
-    }
-
-    if constexpr (Lazy)
-      softmax.update_lazy(s, o, fold ? smap.log2sc : 1.f);
-    else
-      softmax.update(s, o, fold ? smap.log2sc : 1.f);
-
-    std::uint32_t pa[MT][NS / 2][4];
-    acc_to_a<T>(pa, s);
-    gemm_rs<T, KVTile, Major::km, MT, NO, NS / 2, fwd_stepped(D)>(o, pa, v_s + stage * KVTile::kBytes, 0, 0, lane);
-  }
+  fwd_key_loop<T, D, Lazy, Skip>(p, seq, m0, rows_q, n_lo, n_hi, q_s, k_s, v_s, smap, load_k, load_v, o, softmax);
 
   ptx::cp_async_wait_group<0>();  // this block's copies have all landed
   // Every warp is done with Q and both K/V stages: the next block's prologue may
@@ -196,24 +127,7 @@ __device__ __forceinline__ void fwd_block(const AttnParams& p, FwdSmem<D>& sm, c
   static_assert(kT.warps <= 2 * kPerBuffer, "stage 1's K and V tiles hold every warp's O rows");
   unsigned char* stage_o = (warp < kPerBuffer ? sm.k[1] : sm.v[1]) + (warp % kPerBuffer) * kWarpBytes;
 
-  // Epilogue: normalize, write O (every element of the block's rows, staged through
-  // shared memory: fwd_store_o.cuh) and LSE.
-  T* o_ptr = static_cast<T*>(p.o) + b * p.o_batch_stride + (seq.q0 + m0) * p.o_row_stride +
-             std::int64_t(h) * p.o_head_stride;
-  float inv[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const float sum = quad_sum(softmax.sum[mt][hh]);
-      inv[mt][hh] = sum > 0.f ? 1.f / sum : 0.f;
-      const int r = wrow + mt * 16 + g + 8 * hh;
-      if (p.lse != nullptr && t4 == 0 && r < rows_q) {
-        const float lse = sum > 0.f ? (softmax.max[mt][hh] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
-        p.lse[b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + seq.q0 + m0 + r] = lse;
-      }
-    }
-  store_o_staged<T, QTile, MT, NO>(o, inv, stage_o, wrow, lane, o_ptr, p.o_row_stride, rows_q, p.head_dim_v);
+  fwd_write_out<T, D>(p, seq, m0, rows_q, h, b, o, softmax, stage_o);
 }
 
 // Persistent form (fwd_persist says where): one block of threads per SM walks the
