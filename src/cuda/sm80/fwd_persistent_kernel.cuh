@@ -6,6 +6,7 @@
 // loop's last barrier, and O is staged through the second K/V stage instead of the
 // Q tile the prologue refills.
 #include "cuda/sm80/fwd_kernel.cuh"
+#include "cuda/sm80/fwd_rounds.hpp"
 
 namespace flashpp::cuda::sm80 {
 
@@ -133,12 +134,9 @@ __device__ __forceinline__ void fwd_block(const AttnParams& p, FwdSmem<D>& sm, c
 // Persistent form (fwd_persist says where): one block of threads per SM walks the
 // query blocks in rounds of gridDim.x, issuing each one's prologue (Q and its first
 // K/V tile) under the previous one's epilogue, where one block per SM leaves
-// nothing else to hide it. Round r gives block c the query block
-// r gridDim.x + (c + r) % gridDim.x of the grid order (query block fastest, then
-// head, batch; last-first under right-bounded masks as in fwd_kernel): a round is the same
-// set as the non-persistent grid's wave, and the rotation hands each block of
-// threads every position of a head's query blocks in turn, so under a causal mask no
-// block of threads always gets the longest.
+// nothing else to hide it. The rounds and their rotation: fwd_rounds.hpp (the grid
+// order is query block fastest, then head, batch; last-first under right-bounded
+// masks as in fwd_kernel).
 template <typename T, int D, bool Lazy = false, bool FullKV = false, bool Skip = false>
 __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1)
     fwd_persistent_kernel(const __grid_constant__ AttnParams p) {
@@ -148,7 +146,7 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1)
   const int tiles_m = (p.seqlen_q + BM - 1) / BM;
   const int total = tiles_m * p.heads_q * p.batch, grid = gridDim.x, c = blockIdx.x;
   const int flip = p.window_right >= 0 ? -1 : 0;
-  auto index_at = [&](int r) { return r * grid + (c + r) % grid; };
+  auto index_at = [&](int r) { return round_index(r, c, grid); };
   auto tile_at = [&](int index) {
     const int mi = index % tiles_m, rest = index / tiles_m;
     return fwd_tile<D>(p, (mi ^ flip) + (tiles_m & flip), rest % p.heads_q, rest / p.heads_q);
