@@ -315,12 +315,17 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
 
     // ---- C: dQ += dS K for queries qc*QC.., dims dc*DC.. (Fix: the correction, where marked) ----
     if (!p.deterministic && (!Fix || step_marked(h, m0))) {
-      float dq[MC][NC][4];
-      zero(dq);
+      // In kParts column parts (bwd_dq_parts): a part's reductions are in flight while
+      // the next part's product runs, instead of one burst after the whole product.
+      constexpr int kParts = bwd_dq_parts(D), NCP = NC / kParts;
       constexpr bool kStepA = kStep.bc && PTile::steps_stay_in_group(QC / 8, MC);
-      constexpr bool kStepK = kStep.bc && KTile::steps_stay_in_group(DC / 8, NC / 2);
-      gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NC, BN / 16, kStepA, kStepK>(dq, Fix ? pt_s : dst_s, qc * QC, 0,
-                                                                                      k_s, dc * DC, 0, lane);
+      constexpr bool kStepK = kStep.bc && KTile::steps_stay_in_group(DC / 8, NCP / 2);
+#pragma unroll
+      for (int part = 0; part < kParts; ++part) {
+      float dq[MC][NCP][4];
+      zero(dq);
+      gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NCP, BN / 16, kStepA, kStepK>(
+          dq, Fix ? pt_s : dst_s, qc * QC, 0, k_s, dc * DC + part * NCP * 8, 0, lane);
       // Unconditional reductions: a bounds check around each one compiles to a
       // branch with its own reconvergence point (32 per step at head dim 256). Full
       // steps need no check; on a partial one, rows past its end and columns past
@@ -336,11 +341,11 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
             const bool row_ok = !decltype(checked)::value || r < rows;
             const std::int64_t grow = seq.q_global0 + m0 + (row_ok ? r : 0);
             // Columns advance by 8 per n tile: one block further in the 8 x 8 layout.
-            float* acc0 = a.dq_accum + dq_accum_index(grow, std::int64_t(h) * D + dc * DC + 2 * t4,
+            float* acc0 = a.dq_accum + dq_accum_index(grow, std::int64_t(h) * D + dc * DC + part * NCP * 8 + 2 * t4,
                                                       a.dq_accum_row_stride);
 #pragma unroll
-            for (int nt = 0; nt < NC; ++nt) {
-              const int col = dc * DC + nt * 8 + 2 * t4;
+            for (int nt = 0; nt < NCP; ++nt) {
+              const int col = dc * DC + (part * NCP + nt) * 8 + 2 * t4;
               const bool ok = row_ok && (!decltype(checked)::value || col < p.head_dim);
               ptx::red_add_v2_f32(acc0 + nt * 64, ok ? dq[mt][nt][2 * hh] : 0.f, ok ? dq[mt][nt][2 * hh + 1] : 0.f);
             }
@@ -358,13 +363,14 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-            for (int nt = 0; nt < NC; ++nt)
-              ptx::red_add_v2_f32(acc + (16 * mt + 8 * hh) * a.dq_accum_row_stride + nt * 64, dq[mt][nt][2 * hh],
-                                  dq[mt][nt][2 * hh + 1]);
+            for (int nt = 0; nt < NCP; ++nt)
+              ptx::red_add_v2_f32(acc + (16 * mt + 8 * hh) * a.dq_accum_row_stride + (part * NCP + nt) * 64,
+                                  dq[mt][nt][2 * hh], dq[mt][nt][2 * hh + 1]);
       } else if (rows == BM && p.head_dim == D) {
         reduce(std::false_type{});
       } else {
         reduce(std::true_type{});
+      }
       }
     }
     h = next_h;

@@ -160,6 +160,10 @@ constexpr BwdStepped bwd_stepped(int d) {
   }
 }
 
+// Column parts of the backward's dQ product (phase C), each reduced into the
+// accumulator before the next is computed (bwd_kernel.cuh).
+constexpr int bwd_dq_parts(int d) { return d == 256 ? 2 : 1; }
+
 // K, V; double-buffered Q, dO, LSE and D; P^T and dS^T.
 constexpr std::size_t bwd_smem_bytes(const BwdTiles& t) {
   return std::size_t(2) * t.head_dim * (2 * t.block_n + 2 * 2 * t.block_m) +
