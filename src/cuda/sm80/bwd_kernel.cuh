@@ -162,8 +162,11 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
     ptx::cp_async_wait_group<0>();
     // Step i has landed; every warp is done with step i-1 (its stage and P^T/dS^T).
     __syncthreads();
-    if (i + 1 < steps) load_step(next_h, next_blk * BM, stage ^ 1);
-    ptx::cp_async_commit_group();
+    // The next step's copies go into the stage step i-1 used: here, or after phase A
+    // (bwd_late_prefetch).
+    constexpr bool kLate = bwd_late_prefetch(D);
+    if (!kLate && i + 1 < steps) load_step(next_h, next_blk * BM, stage ^ 1);
+    if constexpr (!kLate) ptx::cp_async_commit_group();
 
     const std::uint32_t qst = q_s + stage * QTile::kBytes, dost = do_s + stage * QTile::kBytes;
 
@@ -301,6 +304,10 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
       }
     }
     __syncthreads();
+    if constexpr (kLate) {
+      if (i + 1 < steps) load_step(next_h, next_blk * BM, stage ^ 1);
+      ptx::cp_async_commit_group();
+    }
 
     // ---- B: dV += P^T dO, dK += dS^T Q for keys kb*KB.., dims db*DB.. ----
     // Stepped ldmatrix addresses where the tile table chooses them (bwd_stepped); the
