@@ -162,8 +162,11 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
     ptx::cp_async_wait_group<0>();
     // Step i has landed; every warp is done with step i-1 (its stage and P^T/dS^T).
     __syncthreads();
-    if (i + 1 < steps) load_step(next_h, next_blk * BM, stage ^ 1);
-    ptx::cp_async_commit_group();
+    // The next step's copies go into the stage step i-1 used: here, or after phase A
+    // (bwd_late_prefetch).
+    constexpr bool kLate = bwd_late_prefetch(D);
+    if (!kLate && i + 1 < steps) load_step(next_h, next_blk * BM, stage ^ 1);
+    if constexpr (!kLate) ptx::cp_async_commit_group();
 
     const std::uint32_t qst = q_s + stage * QTile::kBytes, dost = do_s + stage * QTile::kBytes;
 
@@ -301,6 +304,10 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
       }
     }
     __syncthreads();
+    if constexpr (kLate) {
+      if (i + 1 < steps) load_step(next_h, next_blk * BM, stage ^ 1);
+      ptx::cp_async_commit_group();
+    }
 
     // ---- B: dV += P^T dO, dK += dS^T Q for keys kb*KB.., dims db*DB.. ----
     // Stepped ldmatrix addresses where the tile table chooses them (bwd_stepped); the
@@ -315,56 +322,62 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
 
     // ---- C: dQ += dS K for queries qc*QC.., dims dc*DC.. (Fix: the correction, where marked) ----
     if (!p.deterministic && (!Fix || step_marked(h, m0))) {
-      float dq[MC][NC][4];
-      zero(dq);
+      // In kParts column parts (bwd_dq_parts): a part's reductions are in flight while
+      // the next part's product runs, instead of one burst after the whole product.
+      constexpr int kParts = bwd_dq_parts(D), NCP = NC / kParts;
       constexpr bool kStepA = kStep.bc && PTile::steps_stay_in_group(QC / 8, MC);
-      constexpr bool kStepK = kStep.bc && KTile::steps_stay_in_group(DC / 8, NC / 2);
-      gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NC, BN / 16, kStepA, kStepK>(dq, Fix ? pt_s : dst_s, qc * QC, 0,
-                                                                                      k_s, dc * DC, 0, lane);
-      // Unconditional reductions: a bounds check around each one compiles to a
-      // branch with its own reconvergence point (32 per step at head dim 256). Full
-      // steps need no check; on a partial one, rows past its end and columns past
-      // the head dim add zeros (to its first row; the workspace is D columns wide).
-      // The accumulator is in 8 x 8 blocks (bwd_args.hpp): a warp's reduction of one
-      // fragment half is 256 contiguous bytes.
-      auto reduce = [&](auto checked) {
+      constexpr bool kStepK = kStep.bc && KTile::steps_stay_in_group(DC / 8, NCP / 2);
 #pragma unroll
-        for (int mt = 0; mt < MC; ++mt)
+      for (int part = 0; part < kParts; ++part) {
+        float dq[MC][NCP][4];
+        zero(dq);
+        gemm_ss<T, PTile, Major::km, KTile, Major::km, MC, NCP, BN / 16, kStepA, kStepK>(
+            dq, Fix ? pt_s : dst_s, qc * QC, 0, k_s, dc * DC + part * NCP * 8, 0, lane);
+        // Unconditional reductions: a bounds check around each one compiles to a
+        // branch with its own reconvergence point (32 per step at head dim 256). Full
+        // steps need no check; on a partial one, rows past its end and columns past
+        // the head dim add zeros (to its first row; the workspace is D columns wide).
+        // The accumulator is in 8 x 8 blocks (bwd_args.hpp): a warp's reduction of one
+        // fragment half is 256 contiguous bytes.
+        auto reduce = [&](auto checked) {
 #pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int r = qc * QC + mt * 16 + g + 8 * hh;
-            const bool row_ok = !decltype(checked)::value || r < rows;
-            const std::int64_t grow = seq.q_global0 + m0 + (row_ok ? r : 0);
-            // Columns advance by 8 per n tile: one block further in the 8 x 8 layout.
-            float* acc0 = a.dq_accum + dq_accum_index(grow, std::int64_t(h) * D + dc * DC + 2 * t4,
-                                                      a.dq_accum_row_stride);
+          for (int mt = 0; mt < MC; ++mt)
 #pragma unroll
-            for (int nt = 0; nt < NC; ++nt) {
-              const int col = dc * DC + nt * 8 + 2 * t4;
-              const bool ok = row_ok && (!decltype(checked)::value || col < p.head_dim);
-              ptx::red_add_v2_f32(acc0 + nt * 64, ok ? dq[mt][nt][2 * hh] : 0.f, ok ? dq[mt][nt][2 * hh + 1] : 0.f);
+            for (int hh = 0; hh < 2; ++hh) {
+              const int r = qc * QC + mt * 16 + g + 8 * hh;
+              const bool row_ok = !decltype(checked)::value || r < rows;
+              const std::int64_t grow = seq.q_global0 + m0 + (row_ok ? r : 0);
+              // Columns advance by 8 per n tile: one block further in the 8 x 8 layout.
+              float* acc0 = a.dq_accum + dq_accum_index(grow, std::int64_t(h) * D + dc * DC + part * NCP * 8 + 2 * t4,
+                                                        a.dq_accum_row_stride);
+#pragma unroll
+              for (int nt = 0; nt < NCP; ++nt) {
+                const int col = dc * DC + (part * NCP + nt) * 8 + 2 * t4;
+                const bool ok = row_ok && (!decltype(checked)::value || col < p.head_dim);
+                ptx::red_add_v2_f32(acc0 + nt * 64, ok ? dq[mt][nt][2 * hh] : 0.f, ok ? dq[mt][nt][2 * hh + 1] : 0.f);
+              }
             }
-          }
-      };
-      if (rows == BM && p.head_dim == D && dq_rows_aligned) {
-        // A full step whose rows start on an 8-row band: with row = row0 + r,
-        // row0 % 8 == 0 and r = qc QC + 16 mt + 8 hh + g, dq_accum_index splits into
-        // (row0 + qc QC) W + h D 8 + (dc DC + g) 8 + 2 t4 for the step and thread and
-        // (16 mt + 8 hh) W for the fragment half: no per-reduction index arithmetic.
-        float* acc = a.dq_accum + (seq.q_global0 + m0 + qc * QC) * a.dq_accum_row_stride +
-                     (std::int64_t(h) * D * 8 + (dc * DC + g) * 8 + 2 * t4);
+        };
+        if (rows == BM && p.head_dim == D && dq_rows_aligned) {
+          // A full step whose rows start on an 8-row band: with row = row0 + r,
+          // row0 % 8 == 0 and r = qc QC + 16 mt + 8 hh + g, dq_accum_index splits into
+          // (row0 + qc QC) W + h D 8 + (dc DC + g) 8 + 2 t4 for the step and thread and
+          // (16 mt + 8 hh) W for the fragment half: no per-reduction index arithmetic.
+          float* acc = a.dq_accum + (seq.q_global0 + m0 + qc * QC) * a.dq_accum_row_stride +
+                       (std::int64_t(h) * D * 8 + (dc * DC + g) * 8 + 2 * t4);
 #pragma unroll
-        for (int mt = 0; mt < MC; ++mt)
+          for (int mt = 0; mt < MC; ++mt)
 #pragma unroll
-          for (int hh = 0; hh < 2; ++hh)
+            for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-            for (int nt = 0; nt < NC; ++nt)
-              ptx::red_add_v2_f32(acc + (16 * mt + 8 * hh) * a.dq_accum_row_stride + nt * 64, dq[mt][nt][2 * hh],
-                                  dq[mt][nt][2 * hh + 1]);
-      } else if (rows == BM && p.head_dim == D) {
-        reduce(std::false_type{});
-      } else {
-        reduce(std::true_type{});
+              for (int nt = 0; nt < NCP; ++nt)
+                ptx::red_add_v2_f32(acc + (16 * mt + 8 * hh) * a.dq_accum_row_stride + (part * NCP + nt) * 64,
+                                    dq[mt][nt][2 * hh], dq[mt][nt][2 * hh + 1]);
+        } else if (rows == BM && p.head_dim == D) {
+          reduce(std::false_type{});
+        } else {
+          reduce(std::true_type{});
+        }
       }
     }
     h = next_h;
