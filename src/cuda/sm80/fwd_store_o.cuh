@@ -61,8 +61,8 @@ __device__ __forceinline__ void store_o_staged(const float (&o)[MT][NO][4], cons
     const bool col_ok = c * 8 < cols;
 #pragma unroll
     for (int i = 0; i < kRows / kRowStep; ++i, r += kRowStep, dst += dst_step) {
-      // Rows r and r + kRowStep * i share r % 8 when kRowStep * i is a multiple of 8;
-      // otherwise the offset is recomputed (row steps of 1, 2 or 4).
+      // With a row step of 8 every row of the walk has the first one's swizzle (it
+      // depends on r % 8), so the offset is one add; steps of 1, 2 or 4 recompute it.
       const unsigned char* at = kRowStep % 8 == 0 ? src + i * kRowStep * QTile::kRowBytes : rows + QTile::offset(r, c);
       if (col_ok && wrow + r < rows_q) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(at);
     }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "common/mask.hpp"
 #include "cuda/check.hpp"
 #include "cuda/launch_common.cuh"
 #include "cuda/registry.hpp"
@@ -53,7 +54,7 @@ void launch_fwd_kernel(const AttnParams& p, const LaunchArgs& a) {
 template <typename T, int D, bool Lazy, bool FullKV>
 void launch_fwd_flavour(const AttnParams& p, const LaunchArgs& a) {
   if constexpr (fwd_warp_skip(D)) {
-    if ((p.window_left >= 0 || p.window_right >= 0) && fwd_warp_skip_pays(p.seqlen_k))
+    if (has_window(p.window_left, p.window_right) && fwd_warp_skip_pays(p.seqlen_k))
       return launch_fwd_kernel<T, D, Lazy, FullKV, true>(p, a);
   }
   launch_fwd_kernel<T, D, Lazy, FullKV, false>(p, a);
