@@ -200,8 +200,9 @@ __device__ __forceinline__ void issue_s(float (&s)[BN / 2], const ptx::Sw128Desc
 
 // The online softmax step of one consumer thread's two rows (r0, r0 + 8) over the
 // first W keys of key tile n0 / BN: scores (log2 domain after `mul`), masked where
-// the tile needs it, -> probabilities in place; row max and sum updated; corr gets
-// the factors by which O must be rescaled once the PV product in flight has landed.
+// the tile needs it, -> probabilities in place (those of keys past W: 0); row max
+// and sum updated; corr gets the factors by which O must be rescaled once the PV
+// product in flight has landed.
 template <int W, int N>
 __device__ __forceinline__ void tile_softmax(float (&s)[N], float (&row_max)[2], float (&row_sum)[2], float (&corr)[2],
                                              const ScoreMap& smap, bool fold, float mul, bool masked, int n0, int r0,
@@ -247,6 +248,9 @@ __device__ __forceinline__ void tile_softmax(float (&s)[N], float (&row_max)[2],
     }
     row_sum[hh] = fmaf(row_sum[hh], corr[hh], tree_reduce<W / 8>(part_sum, [](float a, float b) { return a + b; }));
   }
+  // Keys past the first W have probability 0.
+#pragma unroll
+  for (int i = W / 2; i < N; ++i) s[i] = 0.f;
 }
 
 // Head dims whose consumers may take their first key tile at half width
@@ -381,15 +385,13 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
     const ptx::Sw128Desc q_desc = ptx::Sw128Desc::make(base + c * 64 * 128, 16, 1024);
     const ptx::Sw128Desc k_desc = ptx::Sw128Desc::make(base + L::k, 16, 1024);
     const ptx::Sw128Desc v_desc = ptx::Sw128Desc::make(base + L::v, BN * 128, 1024);
-    // S = Q K^T over the tile's first W keys: W = BN, or BN / 2 for a first tile
-    // at half width (an n = BN / 2 accumulator holds the same elements as the
-    // first half of the registers of an n = BN one, so s may be a prefix of them).
+    // S = Q K^T over all BN keys of a stage, or only the lower half (half-width first tile).
     auto gemm_s = [&](float (&s)[BN / 2], int stage, std::uint32_t q_off, bool half) {
       const std::uint32_t k_off = stage * L::kv_bytes;
-      if (kHalfFirst && half)
-        issue_s<T, D, BM, BN, BN / 2>(s, q_desc, k_desc, q_off, k_off);
-      else
-        issue_s<T, D, BM, BN, BN>(s, q_desc, k_desc, q_off, k_off);
+      if constexpr (kHalfFirst) {
+        if (half) return issue_s<T, D, BM, BN, BN / 2>(s, q_desc, k_desc, q_off, k_off);
+      }
+      issue_s<T, D, BM, BN, BN>(s, q_desc, k_desc, q_off, k_off);
     };
     auto gemm_o = [&](float (&o)[D / 2], const std::uint32_t (&pa)[BN / 16][4], int stage) {
       const std::uint32_t stage_off = stage * L::kv_bytes;
@@ -419,7 +421,6 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
 
       // Scores of key tile n (log2 domain after `mul`), masked, -> probabilities;
       // returns the factors by which O must be rescaled once the PV product in
-      // flight has landed.
       // Scores of key tile n (all BN keys, or the lower half of a half-width first
       // tile), masked, -> probabilities; corr gets the factors by which O must be
       // rescaled once the PV product in flight has landed.
@@ -427,10 +428,10 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
         const int n0 = n * BN;
         const bool masked = tile_needs_mask(m0, rows_q, n0, BN, seq, wl, wr);
         const int r0 = m0 + row_base;
-        if (kHalfFirst && half)
-          tile_softmax<BN / 2>(s, row_max, row_sum, corr, smap, fold, mul, masked, n0, r0, seq, wl, wr, t4);
-        else
-          tile_softmax<BN>(s, row_max, row_sum, corr, smap, fold, mul, masked, n0, r0, seq, wl, wr, t4);
+        if constexpr (kHalfFirst) {
+          if (half) return tile_softmax<BN / 2>(s, row_max, row_sum, corr, smap, fold, mul, masked, n0, r0, seq, wl, wr, t4);
+        }
+        tile_softmax<BN>(s, row_max, row_sum, corr, smap, fold, mul, masked, n0, r0, seq, wl, wr, t4);
       };
       auto rescale = [&](const float (&corr)[2]) {
 #pragma unroll
@@ -441,17 +442,13 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           o[4 * j + 3] *= corr[1];
         }
       };
-      // P as the A operand of P V; after a half-width first tile the upper half's
-      // probabilities are zero. (P V always runs over all BN keys: skipping the
-      // upper half's k-steps in the loop made ptxas serialize the wgmmas, C7511.)
-      auto to_a = [&](const float (&s)[BN / 2], std::uint32_t (&pa)[BN / 16][4], bool half) {
+      // P as the A operand of P V. (After a half-width first tile P V still runs over
+      // all BN keys, the upper half's probabilities zero: skipping its k-steps in
+      // the loop, or building that half of P apart, made ptxas serialize the
+      // wgmmas, C7511.)
+      auto to_a = [&](const float (&s)[BN / 2], std::uint32_t (&pa)[BN / 16][4]) {
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
-          if (kHalfFirst && half && kk >= BN / 32) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) asm volatile("mov.b32 %0, 0;" : "=r"(pa[kk][i]));
-            continue;
-          }
           pa[kk][0] = Element<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
           pa[kk][1] = Element<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
           pa[kk][2] = Element<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
@@ -489,7 +486,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           release(base + L::k_empty(ring.stage));
           if (n == kt.lo) release(base + L::q_empty(qs.index));
           softmax(s, n, corr, h);
-          to_a(s, pa, h);
+          to_a(s, pa);
         };
         if (kHalfFirst && half)
           first_tile(true);
@@ -514,7 +511,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           ptx::wgmma_wait<0>();
           ptx::fence_registers(o);
           release(base + L::v_empty(pv.stage));
-          to_a(s, pa, false);
+          to_a(s, pa);
           pv = ring;
           ring.advance();
         }
