@@ -27,6 +27,10 @@ struct FwdKnobs {
   // workspace from which blocks claim tiles; null for the static order.
   int* tile_counter = nullptr;
   int head_group = 0;  // (batch, head) pairs per head group of a masked order (tile_order.cuh)
+  // A consumer whose rows see none of the upper half of its first key tile (the
+  // causal diagonal) computes that tile's S and P V over the lower half only
+  // (fwd_kernel.cuh, kHalfFirst head dims).
+  int half_first = 0;
 };
 
 // Writes this thread's share of O (rows 16 * warp .. + 15 of consumer c, all D

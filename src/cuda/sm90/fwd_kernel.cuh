@@ -180,6 +180,84 @@ struct RingPos {
   }
 };
 
+// S = Q K^T of one consumer over the first W keys of a BN-key tile (W = BN, or
+// BN / 2 for a half-width first tile: the accumulator of an n = BN / 2 wgmma
+// holds the same elements as the first half of an n = BN one's registers, so
+// the half product lands in a prefix of s).
+template <typename T, int D, int BM, int BN, int W>
+__device__ __forceinline__ void issue_s(float (&s)[BN / 2], const ptx::Sw128Desc& q_desc, const ptx::Sw128Desc& k_desc,
+                                        std::uint32_t q_off, std::uint32_t k_off) {
+  auto& sw = *reinterpret_cast<float(*)[W / 2]>(&s);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const std::uint32_t off = (kk % 4) * 32u;  // k-step inside a 64-column panel
+    ptx::Wgmma<T, W>::template ss<0, 0>(sw, q_desc.at(q_off + (kk / 4) * BM * 128 + off),
+                                        k_desc.at(k_off + (kk / 4) * BN * 128 + off), kk > 0 ? 1 : 0);
+  }
+  ptx::wgmma_commit();
+}
+
+// The online softmax step of one consumer thread's two rows (r0, r0 + 8) over the
+// first W keys of key tile n0 / BN: scores (log2 domain after `mul`), masked where
+// the tile needs it, -> probabilities in place (those of keys past W: 0); row max
+// and sum updated; corr gets the factors by which O must be rescaled once the PV
+// product in flight has landed.
+template <int W, int N>
+__device__ __forceinline__ void tile_softmax(float (&s)[N], float (&row_max)[2], float (&row_sum)[2], float (&corr)[2],
+                                             const ScoreMap& smap, bool fold, float mul, bool masked, int n0, int r0,
+                                             const SeqRows& seq, int wl, int wr, int t4) {
+  if (!fold) {
+    auto& s3 = *reinterpret_cast<float(*)[1][W / 8][4]>(&s);
+    smap.apply(s3);
+  }
+  if (masked) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const KeyBounds r = key_bounds(r0 + 8 * hh, seq, wl, wr);
+#pragma unroll
+      for (int j = 0; j < W / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (!r.has(n0 + j * 8 + 2 * t4 + e)) s[4 * j + 2 * hh + e] = -INFINITY;
+    }
+  }
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    // Row max and row sum as trees (depth log2(W / 4) instead of a chain of W / 4
+    // dependent instructions): this runs between a GEMM's end and the next issue
+    // of this consumer, where latency, not throughput, counts.
+    float part_max[W / 8];
+#pragma unroll
+    for (int j = 0; j < W / 8; ++j) part_max[j] = fmaxf(s[4 * j + 2 * hh], s[4 * j + 2 * hh + 1]);
+    float mx = tree_reduce<W / 8>(part_max, [](float a, float b) { return fmaxf(a, b); });
+    mx = fmaxf(quad_max(mx) * mul, row_max[hh]);
+    // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps
+    // its exponents at -inf (probability 0) instead of NaN.
+    const float base_hh = mx == -INFINITY ? 0.f : mx;
+    corr[hh] = ptx::ex2_approx(row_max[hh] - base_hh);
+    row_max[hh] = mx;
+    float part_sum[W / 8];
+#pragma unroll
+    for (int j = 0; j < W / 8; ++j) {
+      const float p0 = ptx::ex2_approx(fmaf(s[4 * j + 2 * hh], mul, -base_hh));
+      const float p1 = ptx::ex2_approx(fmaf(s[4 * j + 2 * hh + 1], mul, -base_hh));
+      s[4 * j + 2 * hh] = p0;
+      s[4 * j + 2 * hh + 1] = p1;
+      part_sum[j] = p0 + p1;
+    }
+    row_sum[hh] = fmaf(row_sum[hh], corr[hh], tree_reduce<W / 8>(part_sum, [](float a, float b) { return a + b; }));
+  }
+  // Keys past the first W have probability 0.
+#pragma unroll
+  for (int i = W / 2; i < N; ++i) s[i] = 0.f;
+}
+
+// Head dims whose consumers may take their first key tile at half width
+// (FwdKnobs::half_first): a second S width costs code and registers, so only
+// where short causal rows were short of the target.
+constexpr bool half_first_head_dim(int d) { return d == 64 || d == 128; }
+
 // V: the tile variant (fwd_tiles.hpp).
 template <typename T, int D, int V>
 __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
@@ -189,6 +267,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
   constexpr FwdTiles kT = fwd_tiles(D, V);
   constexpr int BM = kT.block_m, BN = kT.block_n, ST = kT.stages, PANELS = panels(D), NC = kT.consumers;
   constexpr std::uint32_t kConsumerWarps = 4 * NC;
+  constexpr bool kHalfFirst = half_first_head_dim(D) && BN == 128;
   using L = FwdLayout<D, V>;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -306,16 +385,13 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
     const ptx::Sw128Desc q_desc = ptx::Sw128Desc::make(base + c * 64 * 128, 16, 1024);
     const ptx::Sw128Desc k_desc = ptx::Sw128Desc::make(base + L::k, 16, 1024);
     const ptx::Sw128Desc v_desc = ptx::Sw128Desc::make(base + L::v, BN * 128, 1024);
-    auto gemm_s = [&](float (&s)[BN / 2], int stage, std::uint32_t q_off) {
-      const std::uint32_t stage_off = stage * L::kv_bytes;
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const std::uint32_t off = (kk % 4) * 32u;  // k-step inside a 64-column panel
-        ptx::Wgmma<T, BN>::template ss<0, 0>(s, q_desc.at(q_off + (kk / 4) * BM * 128 + off),
-                                             k_desc.at(stage_off + (kk / 4) * BN * 128 + off), kk > 0 ? 1 : 0);
+    // S = Q K^T over all BN keys of a stage, or only the lower half (half-width first tile).
+    auto gemm_s = [&](float (&s)[BN / 2], int stage, std::uint32_t q_off, bool half) {
+      const std::uint32_t k_off = stage * L::kv_bytes;
+      if constexpr (kHalfFirst) {
+        if (half) return issue_s<T, D, BM, BN, BN / 2>(s, q_desc, k_desc, q_off, k_off);
       }
-      ptx::wgmma_commit();
+      issue_s<T, D, BM, BN, BN>(s, q_desc, k_desc, q_off, k_off);
     };
     auto gemm_o = [&](float (&o)[D / 2], const std::uint32_t (&pa)[BN / 16][4], int stage) {
       const std::uint32_t stage_off = stage * L::kv_bytes;
@@ -345,50 +421,17 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
 
       // Scores of key tile n (log2 domain after `mul`), masked, -> probabilities;
       // returns the factors by which O must be rescaled once the PV product in
-      // flight has landed.
-      auto softmax = [&](float (&s)[BN / 2], int n, float (&corr)[2]) {
-        if (!fold) {
-          auto& s3 = *reinterpret_cast<float(*)[1][BN / 8][4]>(&s);
-          smap.apply(s3);
-        }
+      // Scores of key tile n (all BN keys, or the lower half of a half-width first
+      // tile), masked, -> probabilities; corr gets the factors by which O must be
+      // rescaled once the PV product in flight has landed.
+      auto softmax = [&](float (&s)[BN / 2], int n, float (&corr)[2], bool half) {
         const int n0 = n * BN;
-        if (tile_needs_mask(m0, rows_q, n0, BN, seq, wl, wr)) {
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const KeyBounds r = key_bounds(m0 + row_base + 8 * hh, seq, wl, wr);
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-              for (int e = 0; e < 2; ++e)
-                if (!r.has(n0 + j * 8 + 2 * t4 + e)) s[4 * j + 2 * hh + e] = -INFINITY;
-          }
+        const bool masked = tile_needs_mask(m0, rows_q, n0, BN, seq, wl, wr);
+        const int r0 = m0 + row_base;
+        if constexpr (kHalfFirst) {
+          if (half) return tile_softmax<BN / 2>(s, row_max, row_sum, corr, smap, fold, mul, masked, n0, r0, seq, wl, wr, t4);
         }
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          // Row max and row sum as trees (depth log2(BN / 4) instead of a chain of
-          // BN / 4 dependent instructions): this runs between a GEMM's end and the
-          // next issue of this consumer, where latency, not throughput, counts.
-          float part_max[BN / 8];
-#pragma unroll
-          for (int j = 0; j < BN / 8; ++j) part_max[j] = fmaxf(s[4 * j + 2 * hh], s[4 * j + 2 * hh + 1]);
-          float mx = tree_reduce<BN / 8>(part_max, [](float a, float b) { return fmaxf(a, b); });
-          mx = fmaxf(quad_max(mx) * mul, row_max[hh]);
-          // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps
-          // its exponents at -inf (probability 0) instead of NaN.
-          const float base_hh = mx == -INFINITY ? 0.f : mx;
-          corr[hh] = ptx::ex2_approx(row_max[hh] - base_hh);
-          row_max[hh] = mx;
-          float part_sum[BN / 8];
-#pragma unroll
-          for (int j = 0; j < BN / 8; ++j) {
-            const float p0 = ptx::ex2_approx(fmaf(s[4 * j + 2 * hh], mul, -base_hh));
-            const float p1 = ptx::ex2_approx(fmaf(s[4 * j + 2 * hh + 1], mul, -base_hh));
-            s[4 * j + 2 * hh] = p0;
-            s[4 * j + 2 * hh + 1] = p1;
-            part_sum[j] = p0 + p1;
-          }
-          row_sum[hh] = fmaf(row_sum[hh], corr[hh], tree_reduce<BN / 8>(part_sum, [](float a, float b) { return a + b; }));
-        }
+        tile_softmax<BN>(s, row_max, row_sum, corr, smap, fold, mul, masked, n0, r0, seq, wl, wr, t4);
       };
       auto rescale = [&](const float (&corr)[2]) {
 #pragma unroll
@@ -399,6 +442,10 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           o[4 * j + 3] *= corr[1];
         }
       };
+      // P as the A operand of P V. (After a half-width first tile P V still runs over
+      // all BN keys, the upper half's probabilities zero: skipping its k-steps in
+      // the loop, or building that half of P apart, made ptxas serialize the
+      // wgmmas, C7511.)
       auto to_a = [&](const float (&s)[BN / 2], std::uint32_t (&pa)[BN / 16][4]) {
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
@@ -417,23 +464,41 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
         float corr[2];
 
         int n = kt.hi - 1;
-        ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
-        turn_sync();
-        gemm_s(s, ring.stage, qs.offset);
-        turn_pass();
-        ptx::wgmma_wait<0>();
-        ptx::fence_registers(s);
-        release(base + L::k_empty(ring.stage));
-        if (n == kt.lo) release(base + L::q_empty(qs.index));
-        softmax(s, n, corr);
-        to_a(s, pa);
+        // The first tile at half width when this consumer's last row sees no key
+        // of its upper half: on the causal diagonal of square shapes, consumer 0's
+        // rows 0-63 against keys 64-127 of a 128-key tile.
+        bool half = false;
+        if constexpr (kHalfFirst) {
+          const int last = min(c * 64 + 63, rows_q - 1);
+          half = knobs.half_first != 0 &&
+                 visible_keys(m0 + last, seq.len_q, seq.len_k, wl, wr).hi <= std::int64_t(n) * BN + BN / 2;
+        }
+        // The first tile's S, softmax and P, at full or half width: one branch
+        // around all of it (paths merging while a product is in flight, or with
+        // half-built P, made ptxas serialize the wgmmas, C7515 / C7511).
+        auto first_tile = [&](bool h) {
+          ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
+          turn_sync();
+          gemm_s(s, ring.stage, qs.offset, h);
+          turn_pass();
+          ptx::wgmma_wait<0>();
+          ptx::fence_registers(s);
+          release(base + L::k_empty(ring.stage));
+          if (n == kt.lo) release(base + L::q_empty(qs.index));
+          softmax(s, n, corr, h);
+          to_a(s, pa);
+        };
+        if (kHalfFirst && half)
+          first_tile(true);
+        else
+          first_tile(false);
         RingPos<ST> pv = ring;
         ring.advance();
 
         for (--n; n >= kt.lo; --n) {
           ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
           turn_sync();
-          gemm_s(s, ring.stage, qs.offset);
+          gemm_s(s, ring.stage, qs.offset, false);
           rescale(corr);  // by the previous softmax's factors, while S = Q K^T runs
           ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
           gemm_o(o, pa, pv.stage);
@@ -442,7 +507,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           ptx::fence_registers(s);
           release(base + L::k_empty(ring.stage));
           if (n == kt.lo) release(base + L::q_empty(qs.index));
-          softmax(s, n, corr);
+          softmax(s, n, corr, false);
           ptx::wgmma_wait<0>();
           ptx::fence_registers(o);
           release(base + L::v_empty(pv.stage));
