@@ -12,6 +12,8 @@
 #   FLASHPP_AB_HDIM    only this head dim (the bench's --hdim)
 #   FLASHPP_AB_COOL_MS idle before each timed pass (the bench's --cool-ms; every
 #                      binary must know the flag)
+#   FLASHPP_AB_BINS_<pass> only these versions in that pass (e.g.
+#                      FLASHPP_AB_BINS_fwd="base new"; base is always timed)
 set -uo pipefail
 rounds=${FLASHPP_AB_ROUNDS:-2}
 extra=()
@@ -27,6 +29,11 @@ envs=()
 echo "=== A/B: $pass ==="
 tmp=$(mktemp -d)
 names=("${!bins[@]}")
+only_var=FLASHPP_AB_BINS_$pass
+if [ -n "${!only_var:-}" ]; then
+  names=(base)
+  for n in ${!only_var}; do [ "$n" != base ] && [ -n "${bins[$n]:-}" ] && names+=("$n"); done
+fi
 for round in $(seq 1 "$rounds"); do
   # Each round starts one binary later, so no version is always the one timed
   # first, or always the one timed after another binary's heat.
@@ -37,7 +44,7 @@ for round in $(seq 1 "$rounds"); do
     echo "$who round $round rc $?"
   done
 done
-python3 - "$tmp" "$op" "$rounds" "${!bins[@]}" <<'PY'
+python3 - "$tmp" "$op" "$rounds" "${names[@]}" <<'PY'
 import json, os, statistics, sys
 d, op, nr, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), sorted(n for n in sys.argv[4:] if n != "base")
 key = f"{op}_tflops"
