@@ -32,7 +32,9 @@ inline long long l2_bytes() { return device_attribute(cudaDevAttrL2CacheSize, "c
 //    passed the workspace (forward_workspace_bytes): causal +25-33% at 512-2K
 //    keys (d 128; d 256 at 512-1K), +1-6% at d 128 4K; at head dim 64 groups did
 //    nothing and the static order stays;
-//  - one Q buffer: the second lost 0-5% (predicted a gain; see the doc).
+//  - one Q buffer: the second lost 0-5% (predicted a gain; see the doc);
+//  - the half-width first key tile for masked calls (d 64 / 128): d 64 causal
+//    +1 to +3.4%, d 128 within +-1.5% but causal 1K (+3.9%, a noisy base).
 // The environment overrides each per call, so one process can compare them:
 // FLASHPP_SM90_O_STORE=tma|direct, FLASHPP_SM90_ORDER=snake|plain,
 // FLASHPP_SM90_SCHEDULE=dynamic|static, FLASHPP_SM90_Q_BUFFERS=2|1,
