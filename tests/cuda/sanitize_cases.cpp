@@ -1,7 +1,11 @@
 // A handful of small forward + backward calls covering every kernel family
 // (head dims, GQA, causal/window, softcap, varlen, both backward modes), sized for
-// compute-sanitizer (memcheck, racecheck). Exits non-zero on a wrong result.
+// compute-sanitizer (memcheck, racecheck). Every case runs twice: with the forward
+// the device picks, then with the FA2-class forward forced
+// (FLASHPP_CUDA_FORWARD_FAMILY=sm80), so on Hopper both forward families are checked.
+// Exits non-zero on a wrong result.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "gpu_support.hpp"
@@ -59,21 +63,31 @@ int main() {
       large_logits(make(128, false, false, -1, 0.f, true, DType::f16)),
       large_logits(make(64, true, true, -1, 0.f, false, DType::bf16)),
   };
-  int failed = 0, index = 0;
-  for (const AttnCase& c : cases) {
-    auto rng = make_rng("sanitize", std::uint64_t(index++));
-    AttnTensors t = make_tensors(c, rng, true);
-    gpu::DeviceCase dev(c, t);
-    dev.run_forward();
-    dev.run_backward();
-    dev.download();
-    const AttnResult f64 = reference_result(c, t, reference::Precision::f64, true);
-    const AttnResult naive = reference_result(c, t, reference::Precision::storage, true);
-    for (const auto& r : check_results(c, collect(t, true), f64, naive, true)) {
-      if (!r.ok) ++failed;
-      std::printf("%s\n", r.line.c_str());
+  int failed = 0;
+  for (const bool fa2 : {false, true}) {
+    // The library reads the variable per call.
+    if (fa2)
+      ::setenv("FLASHPP_CUDA_FORWARD_FAMILY", "sm80", 1);
+    else
+      ::unsetenv("FLASHPP_CUDA_FORWARD_FAMILY");
+    int index = 0;
+    for (AttnCase c : cases) {
+      auto rng = make_rng("sanitize", std::uint64_t(index++));
+      if (fa2) c.label += "_fa2_forward";
+      AttnTensors t = make_tensors(c, rng, true);
+      gpu::DeviceCase dev(c, t);
+      dev.run_forward();
+      dev.run_backward();
+      dev.download();
+      const AttnResult f64 = reference_result(c, t, reference::Precision::f64, true);
+      const AttnResult naive = reference_result(c, t, reference::Precision::storage, true);
+      for (const auto& r : check_results(c, collect(t, true), f64, naive, true)) {
+        if (!r.ok) ++failed;
+        std::printf("%s\n", r.line.c_str());
+      }
     }
   }
+  ::unsetenv("FLASHPP_CUDA_FORWARD_FAMILY");
   std::printf("sanitize cases: %s (seed %llu)\n", failed ? "FAILED" : "ok",
               static_cast<unsigned long long>(run_seed()));
   return failed ? 1 : 0;
