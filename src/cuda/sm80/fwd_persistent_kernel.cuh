@@ -58,14 +58,8 @@ struct FwdPointers {
 template <typename T, int D, bool FullKV>
 __device__ __forceinline__ void fwd_load_kv(const AttnParams& p, const FwdTile& t, const FwdPointers<T>& ptr,
                                             FwdSmem<D>& sm, int n, int stage, int tid) {
-  constexpr FwdTiles kT = fwd_tiles(D);
-  using KVTile = typename FwdSmem<D>::KVTile;
-  const int n0 = n * kT.block_n;
-  const int rows = min(kT.block_n, t.seq.len_k - n0);
-  copy_tile_async<KVTile, kT.warps * 32, FullKV>(ptx::smem_u32(sm.k[stage]), ptr.k + std::int64_t(n0) * p.k_row_stride,
-                                                 p.k_row_stride, rows, p.head_dim, tid);
-  copy_tile_async<KVTile, kT.warps * 32, FullKV>(ptx::smem_u32(sm.v[stage]), ptr.v + std::int64_t(n0) * p.v_row_stride,
-                                                 p.v_row_stride, rows, p.head_dim_v, tid);
+  fwd_load_tile<D, FullKV>(ptx::smem_u32(sm.k[stage]), ptr.k, p.k_row_stride, n, t.seq.len_k, p.head_dim, tid);
+  fwd_load_tile<D, FullKV>(ptx::smem_u32(sm.v[stage]), ptr.v, p.v_row_stride, n, t.seq.len_k, p.head_dim_v, tid);
 }
 
 // A tile's first copies, one commit group: Q and its last visible K/V tile (stage 0).
@@ -87,7 +81,7 @@ __device__ __forceinline__ void fwd_prologue(const AttnParams& p, const FwdTile&
 template <typename T, int D, bool Lazy, bool FullKV, bool Skip, class Next>
 __device__ __forceinline__ void fwd_block(const AttnParams& p, FwdSmem<D>& sm, const FwdTile& tile, Next&& next) {
   constexpr FwdTiles kT = fwd_tiles(D);
-  constexpr int BN = kT.block_n, MT = kT.m_tiles;
+  constexpr int MT = kT.m_tiles;
   constexpr int NO = D / 8;
   using QTile = typename FwdSmem<D>::QTile;
   using KVTile = typename FwdSmem<D>::KVTile;
@@ -100,16 +94,10 @@ __device__ __forceinline__ void fwd_block(const AttnParams& p, FwdSmem<D>& sm, c
   const std::uint32_t k_s = ptx::smem_u32(sm.k[0]);
   const std::uint32_t v_s = ptx::smem_u32(sm.v[0]);
   auto load_k = [&](int n, int stage) {
-    const int n0 = n * BN;
-    copy_tile_async<KVTile, kT.warps * 32, FullKV>(k_s + stage * KVTile::kBytes,
-                                                   ptr.k + std::int64_t(n0) * p.k_row_stride, p.k_row_stride,
-                                                   min(BN, seq.len_k - n0), p.head_dim, tid);
+    fwd_load_tile<D, FullKV>(k_s + stage * KVTile::kBytes, ptr.k, p.k_row_stride, n, seq.len_k, p.head_dim, tid);
   };
   auto load_v = [&](int n, int stage) {
-    const int n0 = n * BN;
-    copy_tile_async<KVTile, kT.warps * 32, FullKV>(v_s + stage * KVTile::kBytes,
-                                                   ptr.v + std::int64_t(n0) * p.v_row_stride, p.v_row_stride,
-                                                   min(BN, seq.len_k - n0), p.head_dim_v, tid);
+    fwd_load_tile<D, FullKV>(v_s + stage * KVTile::kBytes, ptr.v, p.v_row_stride, n, seq.len_k, p.head_dim_v, tid);
   };
 
   const ScoreMap smap = ScoreMap::from(p);

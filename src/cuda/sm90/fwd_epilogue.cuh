@@ -28,8 +28,8 @@ struct FwdKnobs {
   int* tile_counter = nullptr;
   int head_group = 0;  // (batch, head) pairs per head group of a masked order (tile_order.cuh)
   // A consumer whose rows see none of the upper half of its first key tile (the
-  // causal diagonal) computes that tile's S and P V over the lower half only
-  // (fwd_kernel.cuh, kHalfFirst head dims).
+  // causal diagonal) computes that tile's S and softmax over the lower half only;
+  // P V stays full width, with zero probabilities (fwd_kernel.cuh, kHalfFirst).
   int half_first = 0;
 };
 
