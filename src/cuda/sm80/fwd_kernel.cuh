@@ -1,6 +1,7 @@
 #pragma once
 // FA2-class forward kernel: one block per (query block, head, batch). The Q tile stays
-// in shared memory; K/V tiles stream through a two-stage cp.async ring, walking from
+// in shared memory; K/V tiles stream through a two-stage cp.async ring (or, with
+// single buffers, K's load overlaps P V and V's overlaps S = Q K^T), walking from
 // the last visible key tile to the first so that the tiles that need masks (the
 // diagonal for causal, the sequence end) come first and the rest run unmasked.
 // S and P live in registers; normalization happens once at the end.
@@ -23,43 +24,47 @@
 
 namespace flashpp::cuda::sm80 {
 
-template <int D>
+template <int D, int V = 0>
 struct FwdSmem {
-  static constexpr FwdTiles kT = fwd_tiles(D);
+  static constexpr FwdTiles kT = fwd_tiles(D, V);
   using QTile = SmemTile<kT.block_m, D>;
   using KVTile = SmemTile<kT.block_n, D>;
   alignas(128) unsigned char q[QTile::kBytes];
-  alignas(128) unsigned char k[2][KVTile::kBytes];
-  alignas(128) unsigned char v[2][KVTile::kBytes];
+  alignas(128) unsigned char k[kT.kv_stages][KVTile::kBytes];
+  alignas(128) unsigned char v[kT.kv_stages][KVTile::kBytes];
 };
 
 // Issues the copies of key tile n (K or V; base: the head's first row, cols: the
-// head dim the copy covers) into the tile at dst.
-template <int D, bool FullKV, typename T>
+// head dim the copy covers) into the tile at dst. V: the tile variant.
+template <int D, bool FullKV, int V = 0, typename T>
 __device__ __forceinline__ void fwd_load_tile(std::uint32_t dst, const T* base, std::int64_t row_stride, int n,
                                               int len_k, int cols, int tid) {
-  constexpr FwdTiles kT = fwd_tiles(D);
+  constexpr FwdTiles kT = fwd_tiles(D, V);
   const int n0 = n * kT.block_n;
-  copy_tile_async<typename FwdSmem<D>::KVTile, kT.warps * 32, FullKV>(dst, base + std::int64_t(n0) * row_stride,
+  copy_tile_async<typename FwdSmem<D, V>::KVTile, kT.warps * 32, FullKV>(dst, base + std::int64_t(n0) * row_stride,
                                                                       row_stride, min(kT.block_n, len_k - n0), cols,
                                                                       tid);
 }
 
 // The key loop of one query block (fwd_kernel and fwd_persistent_kernel): walks key
-// tiles n_hi - 1 down to n_lo through the two-stage ring, whose stage 0 holds tile
-// n_hi - 1 (the prologue's commit group) on entry, and accumulates O and the online
-// softmax state. load_k / load_v (tile, stage) issue one tile's copies.
-template <typename T, int D, bool Lazy, bool Skip, class LoadK, class LoadV>
+// tiles n_hi - 1 down to n_lo and accumulates O and the online softmax state.
+// Through the two-stage ring, stage 0 holds tile n_hi - 1 (the prologue's commit
+// group) on entry; with single buffers (tile variant V's kv_stages = 1) the prologue
+// holds K(n_hi - 1) only. load_k / load_v (tile, stage) issue one tile's copies.
+template <typename T, int D, bool Lazy, bool Skip, int V = 0, class LoadK, class LoadV>
 __device__ __forceinline__ void fwd_key_loop(const AttnParams& p, const SeqRows& seq, int m0, int rows_q, int n_lo,
                                              int n_hi, std::uint32_t q_s, std::uint32_t k_s, std::uint32_t v_s,
                                              const ScoreMap& smap, LoadK&& load_k, LoadV&& load_v,
-                                             float (&o)[fwd_tiles(D).m_tiles][D / 8][4],
-                                             OnlineSoftmax<fwd_tiles(D).m_tiles>& softmax) {
-  constexpr FwdTiles kT = fwd_tiles(D);
+                                             float (&o)[fwd_tiles(D, V).m_tiles][D / 8][4],
+                                             OnlineSoftmax<fwd_tiles(D, V).m_tiles>& softmax) {
+  constexpr FwdTiles kT = fwd_tiles(D, V);
+  constexpr bool kRing = kT.kv_stages == 2;
+  // A skipping warp leaves a step early, before the single-buffer form's second barrier.
+  static_assert(kRing || !Skip, "the warp skip needs the two-stage ring");
   constexpr int BN = kT.block_n, MT = kT.m_tiles;
   constexpr int NS = BN / 8, NO = D / 8;
-  using QTile = typename FwdSmem<D>::QTile;
-  using KVTile = typename FwdSmem<D>::KVTile;
+  using QTile = typename FwdSmem<D, V>::QTile;
+  using KVTile = typename FwdSmem<D, V>::KVTile;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   const int wrow = warp * 16 * MT;
@@ -74,14 +79,19 @@ __device__ __forceinline__ void fwd_key_loop(const AttnParams& p, const SeqRows&
   }
 
   for (int n = n_hi - 1, it = 0; n >= n_lo; --n, ++it) {
-    const int stage = it & 1;
+    const int stage = kRing ? (it & 1) : 0;
     ptx::cp_async_wait_group<0>();
-    // Tile n has landed for every thread, and every warp is done with tile n+1,
-    // whose stage the next prefetch overwrites.
+    // Ring: tile n has landed for every thread, and every warp is done with tile n+1,
+    // whose stage the next prefetch overwrites. Single buffers: K(n) has landed and
+    // every warp is done with V(n+1), which V(n) replaces.
     __syncthreads();
-    if (n > n_lo) {
-      load_k(n - 1, stage ^ 1);
-      load_v(n - 1, stage ^ 1);
+    if constexpr (kRing) {
+      if (n > n_lo) {
+        load_k(n - 1, stage ^ 1);
+        load_v(n - 1, stage ^ 1);
+      }
+    } else {
+      load_v(n, 0);
     }
     ptx::cp_async_commit_group();
 
@@ -127,6 +137,13 @@ __device__ __forceinline__ void fwd_key_loop(const AttnParams& p, const SeqRows&
 
     std::uint32_t pa[MT][NS / 2][4];
     acc_to_a<T>(pa, s);
+    if constexpr (!kRing) {
+      ptx::cp_async_wait_group<0>();
+      // V(n) has landed for every thread; every warp is done with K(n).
+      __syncthreads();
+      if (n > n_lo) load_k(n - 1, 0);
+      ptx::cp_async_commit_group();
+    }
     gemm_rs<T, KVTile, Major::km, MT, NO, NS / 2, fwd_stepped(D)>(o, pa, v_s + stage * KVTile::kBytes, 0, 0, lane);
   }
 
@@ -134,12 +151,12 @@ __device__ __forceinline__ void fwd_key_loop(const AttnParams& p, const SeqRows&
 
 // A query block's output: O normalized and written (staged at `stage_rows`, where
 // this warp's 16 MT rows go: fwd_store_o.cuh), and the LSE of each row.
-template <typename T, int D>
+template <typename T, int D, int V = 0>
 __device__ __forceinline__ void fwd_write_out(const AttnParams& p, const SeqRows& seq, int m0, int rows_q, int h,
-                                              int b, const float (&o)[fwd_tiles(D).m_tiles][D / 8][4],
-                                              const OnlineSoftmax<fwd_tiles(D).m_tiles>& softmax,
+                                              int b, const float (&o)[fwd_tiles(D, V).m_tiles][D / 8][4],
+                                              const OnlineSoftmax<fwd_tiles(D, V).m_tiles>& softmax,
                                               unsigned char* stage_rows) {
-  constexpr int MT = fwd_tiles(D).m_tiles, NO = D / 8;
+  constexpr int MT = fwd_tiles(D, V).m_tiles, NO = D / 8;
   const int lane = threadIdx.x & 31, wrow = (threadIdx.x >> 5) * 16 * MT;
   const int g = lane >> 2, t4 = lane & 3;
   T* o_ptr = static_cast<T*>(p.o) + b * p.o_batch_stride + (seq.q0 + m0) * p.o_row_stride +
@@ -157,7 +174,7 @@ __device__ __forceinline__ void fwd_write_out(const AttnParams& p, const SeqRows
         p.lse[b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + seq.q0 + m0 + r] = lse;
       }
     }
-  store_o_staged<T, typename FwdSmem<D>::QTile, MT, NO>(o, inv, stage_rows, wrow, lane, o_ptr, p.o_row_stride, rows_q,
+  store_o_staged<T, typename FwdSmem<D, V>::QTile, MT, NO>(o, inv, stage_rows, wrow, lane, o_ptr, p.o_row_stride, rows_q,
                                                           p.head_dim_v);
 }
 
@@ -166,14 +183,17 @@ __device__ __forceinline__ void fwd_write_out(const AttnParams& p, const SeqRows
 // Lazy: rescale O only when a row's max has grown past the online softmax's
 // slack (OnlineSoftmax::update_lazy; fwd_lazy_rescale says where). FullKV: full
 // K/V tiles take the copy path without bounds or zero fill (fwd_full_tile_copies
-// says where). The launch bounds' explicit one block per SM is what was measured:
-// ptxas allocates registers differently without it.
-template <typename T, int D, bool Lazy = false, bool FullKV = false, bool Skip = false>
-__global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const __grid_constant__ AttnParams p) {
-  constexpr FwdTiles kT = fwd_tiles(D);
+// says where). V: the tile variant (tile_configs.hpp). The launch bounds' explicit
+// one block per SM for variant 0 is what was measured: ptxas allocates registers
+// differently without it.
+template <typename T, int D, bool Lazy = false, bool FullKV = false, bool Skip = false, int V = 0>
+__global__ void __launch_bounds__(fwd_tiles(D, V).warps * 32, fwd_min_blocks(fwd_tiles(D, V)))
+    fwd_kernel(const __grid_constant__ AttnParams p) {
+  constexpr FwdTiles kT = fwd_tiles(D, V);
+  constexpr bool kRing = kT.kv_stages == 2;
   constexpr int BM = kT.block_m, BN = kT.block_n, MT = kT.m_tiles, THREADS = kT.warps * 32;
   constexpr int NO = D / 8;
-  using Smem = FwdSmem<D>;
+  using Smem = FwdSmem<D, V>;
   using QTile = typename Smem::QTile;
   using KVTile = typename Smem::KVTile;
   static_assert(sizeof(Smem) == fwd_smem_bytes(kT), "shared-memory struct must match the tile table");
@@ -221,16 +241,18 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const _
   const std::uint32_t k_s = ptx::smem_u32(sm.k[0]);
   const std::uint32_t v_s = ptx::smem_u32(sm.v[0]);
   auto load_k = [&](int n, int stage) {
-    fwd_load_tile<D, FullKV>(k_s + stage * KVTile::kBytes, k_ptr, p.k_row_stride, n, seq.len_k, p.head_dim, tid);
+    fwd_load_tile<D, FullKV, V>(k_s + stage * KVTile::kBytes, k_ptr, p.k_row_stride, n, seq.len_k, p.head_dim,
+                                tid);
   };
   auto load_v = [&](int n, int stage) {
-    fwd_load_tile<D, FullKV>(v_s + stage * KVTile::kBytes, v_ptr, p.v_row_stride, n, seq.len_k, p.head_dim_v, tid);
+    fwd_load_tile<D, FullKV, V>(v_s + stage * KVTile::kBytes, v_ptr, p.v_row_stride, n, seq.len_k, p.head_dim_v,
+                                tid);
   };
 
   copy_tile_async<QTile, THREADS>(q_s, q_ptr, p.q_row_stride, rows_q, p.head_dim, tid);
   if (n_hi > n_lo) {
     load_k(n_hi - 1, 0);
-    load_v(n_hi - 1, 0);
+    if constexpr (kRing) load_v(n_hi - 1, 0);  // single buffers: V(n) is issued in its step
   }
   ptx::cp_async_commit_group();
 
@@ -240,7 +262,8 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const _
   OnlineSoftmax<MT> softmax;
   softmax.init();
 
-  fwd_key_loop<T, D, Lazy, Skip>(p, seq, m0, rows_q, n_lo, n_hi, q_s, k_s, v_s, smap, load_k, load_v, o, softmax);
+  fwd_key_loop<T, D, Lazy, Skip, V>(p, seq, m0, rows_q, n_lo, n_hi, q_s, k_s, v_s, smap, load_k, load_v, o,
+                                    softmax);
 
   ptx::cp_async_wait_group<0>();  // no copy may still target shared memory at exit
   // Without a key tile no step's barrier has ordered the other threads' Q copies
@@ -248,7 +271,7 @@ __global__ void __launch_bounds__(fwd_tiles(D).warps * 32, 1) fwd_kernel(const _
   if (n_hi <= n_lo) __syncthreads();
 
   // Epilogue: O (staged through the warp's own Q rows) and LSE.
-  fwd_write_out<T, D>(p, seq, m0, rows_q, h, b, o, softmax, sm.q + wrow * QTile::kRowBytes);
+  fwd_write_out<T, D, V>(p, seq, m0, rows_q, h, b, o, softmax, sm.q + wrow * QTile::kRowBytes);
 }
 
 }  // namespace flashpp::cuda::sm80

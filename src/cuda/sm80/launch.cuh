@@ -29,6 +29,16 @@ template <int D, bool Lazy, bool FullKV>
 inline constexpr bool kFwdCompiled =
     (Lazy == fwd_lazy_rescale(D) && FullKV == fwd_full_tile_copies(D)) || kTuningBuild;
 
+// Tile variant 1 (tile_configs.hpp): one block per (query block, head, batch), two
+// blocks per SM.
+template <typename T, int D, bool Lazy, bool FullKV>
+void launch_fwd_short_tiles(const AttnParams& p, const LaunchArgs& a) {
+  constexpr FwdTiles t = fwd_tiles(D, 1);
+  const dim3 grid(blocks(p.seqlen_q, t.block_m), p.heads_q, p.batch);
+  launch_kernel(fwd_kernel<T, D, Lazy, FullKV, false, 1>, grid, t.warps * 32, sizeof(FwdSmem<D, 1>), a.stream,
+                "forward kernel (64-row tiles)", p);
+}
+
 template <typename T, int D, bool Lazy, bool FullKV, bool Skip>
 void launch_fwd_kernel(const AttnParams& p, const LaunchArgs& a) {
   constexpr FwdTiles t = fwd_tiles(D);
@@ -47,15 +57,23 @@ void launch_fwd_kernel(const AttnParams& p, const LaunchArgs& a) {
                 Lazy ? "forward kernel (lazy rescale)" : "forward kernel", p);
 }
 
-// The warp-skip flavour where the head dim has it, a window bounds some row's keys
-// (causal included; without a window no warp can leave a tile out) and the keys are
-// few enough that the diagonal tiles it thins out outweigh its longer loop
+// Tile variant 1 where the head dim has it and either FLASHPP_SM80_FWD_TILES=0|1
+// forces it (read per call, so one process can compare both on the same inputs) or
+// the call is masked with few keys (fwd_short_tiles_pay). Otherwise the warp-skip
+// flavour where the head dim has it, a window bounds some row's keys (causal
+// included; without a window no warp can leave a tile out) and the keys are few
+// enough that the diagonal tiles it thins out outweigh its longer loop
 // (fwd_warp_skip_pays).
 template <typename T, int D, bool Lazy, bool FullKV>
 void launch_fwd_flavour(const AttnParams& p, const LaunchArgs& a) {
+  const bool masked = has_window(p.window_left, p.window_right);
+  if constexpr (fwd_has_variant(D, 1)) {
+    const int forced = forced_variant("FLASHPP_SM80_FWD_TILES", kFwdVariants);
+    if (forced == 1 || (forced < 0 && masked && fwd_short_tiles_pay(D, p.seqlen_k)))
+      return launch_fwd_short_tiles<T, D, Lazy, FullKV>(p, a);
+  }
   if constexpr (fwd_warp_skip(D)) {
-    if (has_window(p.window_left, p.window_right) && fwd_warp_skip_pays(p.seqlen_k))
-      return launch_fwd_kernel<T, D, Lazy, FullKV, true>(p, a);
+    if (masked && fwd_warp_skip_pays(p.seqlen_k)) return launch_fwd_kernel<T, D, Lazy, FullKV, true>(p, a);
   }
   launch_fwd_kernel<T, D, Lazy, FullKV, false>(p, a);
 }

@@ -25,11 +25,21 @@ struct FwdTiles {
   int block_n;    // keys per K/V tile
   int warps;      // each warp owns m_tiles * 16 query rows
   int m_tiles;
+  int kv_stages = 2;  // K/V buffers: 2 (a ring) or 1 (each load overlaps the other's product)
 };
 
-// (A head-dim-256 variant with 64 rows, 4 warps and single K/V buffers, two blocks per
-// SM, measured 1-4% slower without a mask on an H100 and was removed; docs/tuning.md.)
-constexpr FwdTiles fwd_tiles(int d) {
+// Variants: 0 is the head dim's main tile. Variant 1, head dim 256 only: 64 query
+// rows, 4 warps and single K and V buffers (V's load overlaps S = Q K^T and the
+// softmax, the next K's overlaps P V), 96 KiB, so two blocks share an SM and one's
+// barriers and prologue hide behind the other's products. Variant 0 (128 rows, 8
+// warps, a two-stage ring, 192 KiB) leaves one block per SM with nothing to hide
+// them. Without a mask variant 1 ran 1-4% slower on an H100; under a causal mask
+// +8% / +5% at 512 / 1K keys (before the warp skip and the persistent form):
+// fwd_short_tiles_pay says where it is launched.
+inline constexpr int kFwdVariants = 2;
+
+constexpr FwdTiles fwd_tiles(int d, int variant = 0) {
+  if (variant == 1) return d == 256 ? FwdTiles{256, 64, 64, 4, 1, 1} : FwdTiles{0, 0, 0, 0, 0};
   switch (d) {
     case 32: return {32, 128, 64, 4, 2};
     case 64: return {64, 128, 64, 4, 2};
@@ -40,6 +50,13 @@ constexpr FwdTiles fwd_tiles(int d) {
     default: return {0, 0, 0, 0, 0};
   }
 }
+
+constexpr bool fwd_has_variant(int d, int variant) { return fwd_tiles(d, variant).head_dim != 0; }
+
+// Whether a masked call (a window bounds some row's keys: causal included) takes tile
+// variant 1 at this many keys: short rows, where variant 0's one block per SM spends
+// the largest share of its time in prologue, barriers and the diagonal tiles.
+constexpr bool fwd_short_tiles_pay(int d, int seqlen_k) { return fwd_has_variant(d, 1) && seqlen_k <= 1024; }
 
 // Whether the forward skips the O rescale while no row max has grown past the
 // online softmax's slack (OnlineSoftmax::update_lazy). Same-run on an H100 it won
@@ -88,14 +105,17 @@ constexpr bool fwd_full_tile_copies(int) { return true; }
 // (bench/results/h100-2026-12-06-s3-verify); d 128 gained 1-4%, d 256 up to 3%.
 constexpr bool fwd_stepped(int d) { return d != 96 && d != 64; }
 
-// Q tile plus double-buffered K and V tiles.
+// Q tile plus kv_stages K and V tiles each.
 constexpr std::size_t fwd_smem_bytes(const FwdTiles& t) {
-  return std::size_t(2) * t.head_dim * (t.block_m + 2 * 2 * t.block_n);
+  return std::size_t(2) * t.head_dim * (t.block_m + 2 * t.kv_stages * t.block_n);
 }
+
+// Blocks per SM the launch bounds ask for: two for the single-buffer tiles.
+constexpr int fwd_min_blocks(const FwdTiles& t) { return t.kv_stages == 1 ? 2 : 1; }
 
 constexpr bool fwd_row_ok(const FwdTiles& t) {
   return t.block_m == t.warps * 16 * t.m_tiles && t.block_n % 16 == 0 && t.head_dim % 32 == 0 &&
-         fwd_smem_bytes(t) <= kSmemLimit;
+         (t.kv_stages == 1 || t.kv_stages == 2) && fwd_smem_bytes(t) * fwd_min_blocks(t) <= kSmemLimit;
 }
 
 // ---- backward: one block per (key block, kv head, batch) ----
@@ -225,6 +245,7 @@ static_assert(fwd_row_ok(fwd_tiles(96)));
 static_assert(fwd_row_ok(fwd_tiles(128)));
 static_assert(fwd_row_ok(fwd_tiles(192)));
 static_assert(fwd_row_ok(fwd_tiles(256)));
+static_assert(fwd_row_ok(fwd_tiles(256, 1)));
 static_assert(bwd_row_ok(bwd_tiles(32)));
 static_assert(bwd_row_ok(bwd_tiles(64)));
 static_assert(bwd_row_ok(bwd_tiles(96)));
