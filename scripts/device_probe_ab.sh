@@ -9,16 +9,16 @@
 #                      fa2fwd (the forward with the FA2-class kernels forced,
 #                      FLASHPP_CUDA_FORWARD_FAMILY=sm80)
 #   FLASHPP_AB_ROUNDS  rounds (default 2)
-#   FLASHPP_AB_HDIM    only this head dim (the bench's --hdim)
+#   FLASHPP_AB_HDIM    only this head dim (the bench's --hdim); FLASHPP_AB_HDIM_<pass>
+#                      sets it for one pass
 #   FLASHPP_AB_COOL_MS idle before each timed pass (the bench's --cool-ms; every
 #                      binary must know the flag)
 #   FLASHPP_AB_BINS_<pass> only these versions in that pass (e.g.
 #                      FLASHPP_AB_BINS_fwd="base new"; base is always timed)
 set -uo pipefail
 rounds=${FLASHPP_AB_ROUNDS:-2}
-extra=()
-[ -n "${FLASHPP_AB_HDIM:-}" ] && extra+=(--hdim "$FLASHPP_AB_HDIM")
-[ -n "${FLASHPP_AB_COOL_MS:-}" ] && extra+=(--cool-ms "$FLASHPP_AB_COOL_MS")
+cool=()
+[ -n "${FLASHPP_AB_COOL_MS:-}" ] && cool+=(--cool-ms "$FLASHPP_AB_COOL_MS")
 declare -A bins=([new]="$BUILD/tests/cuda/flashpp_cuda_bench")
 for b in build-ab/bench_*; do [ -x "$b" ] && bins[${b#build-ab/bench_}]=$b; done
 [ -n "${bins[base]:-}" ] || { echo "no baseline binary at build-ab/bench_base"; exit 0; }
@@ -26,6 +26,10 @@ for pass in ${FLASHPP_AB_OPS:-fwd}; do
 op=$pass
 envs=()
 [ "$pass" = fa2fwd ] && op=fwd && envs=(FLASHPP_CUDA_FORWARD_FAMILY=sm80)
+hdim_var=FLASHPP_AB_HDIM_$pass
+hdim=${!hdim_var:-${FLASHPP_AB_HDIM:-}}
+extra=("${cool[@]}")
+[ -n "$hdim" ] && extra+=(--hdim "$hdim")
 echo "=== A/B: $pass ==="
 tmp=$(mktemp -d)
 names=("${!bins[@]}")
