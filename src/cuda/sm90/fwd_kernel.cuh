@@ -258,15 +258,8 @@ __device__ __forceinline__ void tile_softmax(float (&s)[N], float (&row_max)[2],
 // where short causal rows were short of the target.
 constexpr bool half_first_head_dim(int d) { return d == 64 || d == 128; }
 
-// Head dims compiled with the tile-overlap form (fwd_kernel's Ov) for variant 0: at d 128
-// ptxas (nvcc 13.0) serializes its wgmmas for lack of registers (C7512).
-constexpr bool tile_overlap_head_dim(int d) { return d == 64; }
-
-// V: the tile variant (fwd_tiles.hpp). Ov: a consumer issues the next tile's first
-// S = Q K^T with the current tile's last P V and runs that tile's first softmax
-// before the current tile's epilogue, so a tile boundary costs no GEMM round trip
-// of its own (this form has no half-width first tile).
-template <typename T, int D, int V, bool Ov = false>
+// V: the tile variant (fwd_tiles.hpp).
+template <typename T, int D, int V>
 __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
     fwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ FwdMaps maps,
                const __grid_constant__ FwdKnobs knobs) {
@@ -411,19 +404,140 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
       if (leader) ptx::mbarrier_arrive(bar);
     };
 
-    // Epilogue of tile t: normalize, write this thread's O elements and LSE (every
-    // element of the tile's valid rows, also when no key is visible: O = 0, LSE = -inf).
-    auto write_out = [&](const TileWork& t, const float (&o)[D / 2], const float (&rmax)[2], const float (&rsum)[2]) {
+    RingPos<ST> ring;
+    std::uint32_t q_iter = 0;
+    TileWork w;
+    for (int round = 0; consumer_tile(p, knobs, queue, round, leader, BM, BN, w); ++round) {
+      if (w.rows_q == 0) continue;
+      const TileCoord tc = w.tc;
+      const SeqRows& seq = w.seq;
+      const int m0 = w.m0, rows_q = w.rows_q;
+      const KeyTiles& kt = w.kt;
+
+      float o[D / 2];
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+      float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+
+      // Scores of key tile n (log2 domain after `mul`), masked, -> probabilities;
+      // returns the factors by which O must be rescaled once the PV product in
+      // Scores of key tile n (all BN keys, or the lower half of a half-width first
+      // tile), masked, -> probabilities; corr gets the factors by which O must be
+      // rescaled once the PV product in flight has landed.
+      auto softmax = [&](float (&s)[BN / 2], int n, float (&corr)[2], bool half) {
+        const int n0 = n * BN;
+        const bool masked = tile_needs_mask(m0, rows_q, n0, BN, seq, wl, wr);
+        const int r0 = m0 + row_base;
+        if constexpr (kHalfFirst) {
+          if (half) return tile_softmax<BN / 2>(s, row_max, row_sum, corr, smap, fold, mul, masked, n0, r0, seq, wl, wr, t4);
+        }
+        tile_softmax<BN>(s, row_max, row_sum, corr, smap, fold, mul, masked, n0, r0, seq, wl, wr, t4);
+      };
+      auto rescale = [&](const float (&corr)[2]) {
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          o[4 * j + 0] *= corr[0];
+          o[4 * j + 1] *= corr[0];
+          o[4 * j + 2] *= corr[1];
+          o[4 * j + 3] *= corr[1];
+        }
+      };
+      // P as the A operand of P V. (After a half-width first tile P V still runs over
+      // all BN keys, the upper half's probabilities zero: skipping its k-steps in
+      // the loop, or building that half of P apart, made ptxas serialize the
+      // wgmmas, C7511.)
+      auto to_a = [&](const float (&s)[BN / 2], std::uint32_t (&pa)[BN / 16][4]) {
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          pa[kk][0] = Element<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
+          pa[kk][1] = Element<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
+          pa[kk][2] = Element<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
+          pa[kk][3] = Element<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+      };
+
+      if (kt.any()) {
+        const QSlot qs = q_slot<L::kQBuffers>(q_iter, knobs.q_double != 0, L::q_bytes);
+        ptx::mbarrier_wait(base + L::q_full(qs.index), qs.parity);
+        float s[BN / 2];
+        std::uint32_t pa[BN / 16][4];
+        float corr[2];
+
+        int n = kt.hi - 1;
+        // The first tile at half width when this consumer's last row sees no key
+        // of its upper half: on the causal diagonal of square shapes, consumer 0's
+        // rows 0-63 against keys 64-127 of a 128-key tile.
+        bool half = false;
+        if constexpr (kHalfFirst) {
+          const int last = min(c * 64 + 63, rows_q - 1);
+          half = knobs.half_first != 0 &&
+                 visible_keys(m0 + last, seq.len_q, seq.len_k, wl, wr).hi <= std::int64_t(n) * BN + BN / 2;
+        }
+        // The first tile's S, softmax and P, at full or half width: one branch
+        // around all of it (paths merging while a product is in flight, or with
+        // half-built P, made ptxas serialize the wgmmas, C7515 / C7511).
+        auto first_tile = [&](bool h) {
+          ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
+          turn_sync();
+          gemm_s(s, ring.stage, qs.offset, h);
+          turn_pass();
+          ptx::wgmma_wait<0>();
+          ptx::fence_registers(s);
+          release(base + L::k_empty(ring.stage));
+          if (n == kt.lo) release(base + L::q_empty(qs.index));
+          softmax(s, n, corr, h);
+          to_a(s, pa);
+        };
+        if (kHalfFirst && half)
+          first_tile(true);
+        else
+          first_tile(false);
+        RingPos<ST> pv = ring;
+        ring.advance();
+
+        for (--n; n >= kt.lo; --n) {
+          ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
+          turn_sync();
+          gemm_s(s, ring.stage, qs.offset, false);
+          rescale(corr);  // by the previous softmax's factors, while S = Q K^T runs
+          ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
+          gemm_o(o, pa, pv.stage);
+          turn_pass();
+          ptx::wgmma_wait<1>();  // S landed; PV may still run
+          ptx::fence_registers(s);
+          release(base + L::k_empty(ring.stage));
+          if (n == kt.lo) release(base + L::q_empty(qs.index));
+          softmax(s, n, corr, false);
+          ptx::wgmma_wait<0>();
+          ptx::fence_registers(o);
+          release(base + L::v_empty(pv.stage));
+          to_a(s, pa);
+          pv = ring;
+          ring.advance();
+        }
+
+        rescale(corr);
+        ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
+        turn_sync();
+        gemm_o(o, pa, pv.stage);
+        turn_pass();
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(o);
+        release(base + L::v_empty(pv.stage));
+      }
+
+      // Epilogue: normalize, write this thread's O elements and LSE (every element of
+      // the tile's valid rows, also when no key is visible: O = 0, LSE = -inf).
       float inv[2], sum[2];
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        sum[hh] = quad_sum(rsum[hh]);
+        sum[hh] = quad_sum(row_sum[hh]);
         inv[hh] = sum[hh] > 0.f ? 1.f / sum[hh] : 0.f;
       }
-      const std::int64_t o_batch = p.cu_seqlens_q != nullptr ? 0 : t.tc.b * p.o_batch_stride;
-      T* o_block = static_cast<T*>(p.o) + o_batch + (t.seq.q0 + t.m0) * p.o_row_stride + std::int64_t(t.tc.h) * p.o_head_stride;
-      if (knobs.o_tma != 0 && t.kt.any()) {
-        const bool by_tma = o_slice_by_tma(t, c, p.cu_seqlens_q != nullptr);
+      const std::int64_t o_batch = p.cu_seqlens_q != nullptr ? 0 : tc.b * p.o_batch_stride;
+      T* o_block = static_cast<T*>(p.o) + o_batch + (seq.q0 + m0) * p.o_row_stride + std::int64_t(tc.h) * p.o_head_stride;
+      if (knobs.o_tma != 0 && kt.any()) {
+        const bool by_tma = o_slice_by_tma(w, c, p.cu_seqlens_q != nullptr);
         // The staged tile is free: with its own buffer, once this consumer's
         // previous store has read it (checked by the thread that issued it); over
         // V, once no consumer reads V any more.
@@ -436,16 +550,16 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
         if (by_tma)
           stage_o_rows<T, D, BM>(o, inv, base + L::o, c, warp, lane);
         else
-          store_o_rows<T, D>(o, inv, o_block, p.o_row_stride, row_base, t.rows_q, p.head_dim_v, t4);
+          store_o_rows<T, D>(o, inv, o_block, p.o_row_stride, row_base, rows_q, p.head_dim_v, t4);
         ptx::fence_proxy_async_smem();  // the stores above are read next by the TMA unit
         ptx::named_barrier_sync(kStageBarrier + c, 128);
         if (issuer) {
           if (by_tma) {
-            const int qb = p.cu_seqlens_q != nullptr ? 0 : t.tc.b, qrow = int(t.seq.q0) + t.m0 + c * kOStoreRows;
+            const int qb = p.cu_seqlens_q != nullptr ? 0 : tc.b, qrow = int(seq.q0) + m0 + c * kOStoreRows;
 #pragma unroll
             for (int pn = 0; pn < PANELS; ++pn)
               if (pn * 64 < p.head_dim_v)
-                ptx::tma_store_4d(&maps.o, base + L::o + pn * BM * 128 + c * kOStoreRows * 128, pn * 64, qrow, t.tc.h,
+                ptx::tma_store_4d(&maps.o, base + L::o + pn * BM * 128 + c * kOStoreRows * 128, pn * 64, qrow, tc.h,
                                   qb);
             ptx::tma_store_commit();
           }
@@ -455,343 +569,15 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           }
         }
       } else {
-        store_o_rows<T, D>(o, inv, o_block, p.o_row_stride, row_base, t.rows_q, p.head_dim_v, t4);
+        store_o_rows<T, D>(o, inv, o_block, p.o_row_stride, row_base, rows_q, p.head_dim_v, t4);
       }
+      if (kt.any()) ++q_iter;
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int r = row_base + 8 * hh;
-        if (r < t.rows_q && p.lse != nullptr && t4 == 0) {
-          const float lse = sum[hh] > 0.f ? (rmax[hh] + log2f(sum[hh])) * 0.6931471805599453f : -INFINITY;
-          p.lse[t.tc.b * p.lse_batch_stride + std::int64_t(t.tc.h) * p.lse_head_stride + t.seq.q0 + t.m0 + r] = lse;
-        }
-      }
-    };
-
-    if constexpr (Ov) {
-      // The tile walk with each tile's end overlapped with the next one's start:
-      // the next tile's first S = Q K^T is issued with this tile's last P V (one
-      // turn, as in a step of the key loop), its softmax runs while that P V is in
-      // flight, and only then does this tile's epilogue write O. Without it a
-      // consumer issues its last P V, waits for it, writes O, waits for the next
-      // tile's S and runs its softmax with no product of its own in flight.
-      RingPos<ST> ring, pv;
-      std::uint32_t q_iter = 0;  // the loaded-Q index of the tile being walked
-      int round = 0;
-      QSlot qs{};
-      float o[D / 2], s[BN / 2], corr[2], row_max[2], row_sum[2];
-      std::uint32_t pa[BN / 16][4];
-      // The next tile with rows (varlen batches have empty ones); false: none left.
-      auto take = [&](TileWork& t) {
-        for (;;) {
-          if (!consumer_tile(p, knobs, queue, round++, leader, BM, BN, t)) return false;
-          if (t.rows_q > 0) return true;
-        }
-      };
-      auto softmax_of = [&](const TileWork& t, int n, float (&rmax)[2], float (&rsum)[2]) {
-        const int n0 = n * BN;
-        const bool masked = tile_needs_mask(t.m0, t.rows_q, n0, BN, t.seq, wl, wr);
-        tile_softmax<BN>(s, rmax, rsum, corr, smap, fold, mul, masked, n0, t.m0 + row_base, t.seq, wl, wr, t4);
-      };
-      auto rescale = [&] {
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-          o[4 * j + 0] *= corr[0];
-          o[4 * j + 1] *= corr[0];
-          o[4 * j + 2] *= corr[1];
-          o[4 * j + 3] *= corr[1];
-        }
-      };
-      auto to_a = [&] {
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-          pa[kk][0] = Element<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
-          pa[kk][1] = Element<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
-          pa[kk][2] = Element<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
-          pa[kk][3] = Element<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
-        }
-      };
-      auto clear = [&] {
-#pragma unroll
-        for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-        row_max[0] = row_max[1] = -INFINITY;
-        row_sum[0] = row_sum[1] = 0.f;
-      };
-      // Tile t's first key tile with nothing in flight: S, softmax, P.
-      auto begin_tile = [&](const TileWork& t) {
-        qs = q_slot<L::kQBuffers>(q_iter, knobs.q_double != 0, L::q_bytes);
-        const int n = t.kt.hi - 1;
-        ptx::mbarrier_wait(base + L::q_full(qs.index), qs.parity);
-        ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
-        turn_sync();
-        gemm_s(s, ring.stage, qs.offset, false);
-        turn_pass();
-        ptx::wgmma_wait<0>();
-        ptx::fence_registers(s);
-        release(base + L::k_empty(ring.stage));
-        if (n == t.kt.lo) release(base + L::q_empty(qs.index));
-        clear();
-        softmax_of(t, n, row_max, row_sum);
-        to_a();
-        pv = ring;
-        ring.advance();
-      };
-
-      TileWork w, nx;
-      bool have = take(w);
-      if (have && w.kt.any()) begin_tile(w);
-      while (have) {
-        const KeyTiles kt = w.kt;
-        if (kt.any()) {
-          for (int n = kt.hi - 2; n >= kt.lo; --n) {
-            ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
-            turn_sync();
-            gemm_s(s, ring.stage, qs.offset, false);
-            rescale();  // by the previous softmax's factors, while S = Q K^T runs
-            ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
-            gemm_o(o, pa, pv.stage);
-            turn_pass();
-            ptx::wgmma_wait<1>();  // S landed; PV may still run
-            ptx::fence_registers(s);
-            release(base + L::k_empty(ring.stage));
-            if (n == kt.lo) release(base + L::q_empty(qs.index));
-            softmax_of(w, n, row_max, row_sum);
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(o);
-            release(base + L::v_empty(pv.stage));
-            to_a();
-            pv = ring;
-            ring.advance();
-          }
-        }
-        const bool more = take(nx);
-        if (kt.any() && more && nx.kt.any()) {
-          // The boundary step: the next tile's first S with this tile's last P V.
-          ++q_iter;
-          const QSlot qn = q_slot<L::kQBuffers>(q_iter, knobs.q_double != 0, L::q_bytes);
-          const int n = nx.kt.hi - 1;
-          ptx::mbarrier_wait(base + L::q_full(qn.index), qn.parity);
-          ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
-          turn_sync();
-          gemm_s(s, ring.stage, qn.offset, false);
-          rescale();
-          ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
-          gemm_o(o, pa, pv.stage);
-          turn_pass();
-          ptx::wgmma_wait<1>();
-          ptx::fence_registers(s);
-          release(base + L::k_empty(ring.stage));
-          if (n == nx.kt.lo) release(base + L::q_empty(qn.index));
-          float next_max[2] = {-INFINITY, -INFINITY}, next_sum[2] = {0.f, 0.f};
-          softmax_of(nx, n, next_max, next_sum);  // its corr multiplies an O of zeros
-          ptx::wgmma_wait<0>();
-          ptx::fence_registers(o);
-          release(base + L::v_empty(pv.stage));
-          write_out(w, o, row_max, row_sum);
-          clear();
-          row_max[0] = next_max[0];
-          row_max[1] = next_max[1];
-          row_sum[0] = next_sum[0];
-          row_sum[1] = next_sum[1];
-          to_a();
-          qs = qn;
-          pv = ring;
-          ring.advance();
-        } else {
-          if (kt.any()) {
-            rescale();
-            ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
-            turn_sync();
-            gemm_o(o, pa, pv.stage);
-            turn_pass();
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(o);
-            release(base + L::v_empty(pv.stage));
-            ++q_iter;
-          } else {
-            clear();  // no key visible: O = 0, LSE = -inf
-          }
-          write_out(w, o, row_max, row_sum);
-          if (more && nx.kt.any()) begin_tile(nx);
-        }
-        w = nx;
-        have = more;
-      }
-    } else {
-      RingPos<ST> ring;
-      std::uint32_t q_iter = 0;
-      TileWork w;
-      for (int round = 0; consumer_tile(p, knobs, queue, round, leader, BM, BN, w); ++round) {
-        if (w.rows_q == 0) continue;
-        const TileCoord tc = w.tc;
-        const SeqRows& seq = w.seq;
-        const int m0 = w.m0, rows_q = w.rows_q;
-        const KeyTiles& kt = w.kt;
-
-        float o[D / 2];
-#pragma unroll
-        for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-        float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
-
-        // Scores of key tile n (log2 domain after `mul`), masked, -> probabilities;
-        // returns the factors by which O must be rescaled once the PV product in
-        // Scores of key tile n (all BN keys, or the lower half of a half-width first
-        // tile), masked, -> probabilities; corr gets the factors by which O must be
-        // rescaled once the PV product in flight has landed.
-        auto softmax = [&](float (&s)[BN / 2], int n, float (&corr)[2], bool half) {
-          const int n0 = n * BN;
-          const bool masked = tile_needs_mask(m0, rows_q, n0, BN, seq, wl, wr);
-          const int r0 = m0 + row_base;
-          if constexpr (kHalfFirst) {
-            if (half) return tile_softmax<BN / 2>(s, row_max, row_sum, corr, smap, fold, mul, masked, n0, r0, seq, wl, wr, t4);
-          }
-          tile_softmax<BN>(s, row_max, row_sum, corr, smap, fold, mul, masked, n0, r0, seq, wl, wr, t4);
-        };
-        auto rescale = [&](const float (&corr)[2]) {
-#pragma unroll
-          for (int j = 0; j < D / 8; ++j) {
-            o[4 * j + 0] *= corr[0];
-            o[4 * j + 1] *= corr[0];
-            o[4 * j + 2] *= corr[1];
-            o[4 * j + 3] *= corr[1];
-          }
-        };
-        // P as the A operand of P V. (After a half-width first tile P V still runs over
-        // all BN keys, the upper half's probabilities zero: skipping its k-steps in
-        // the loop, or building that half of P apart, made ptxas serialize the
-        // wgmmas, C7511.)
-        auto to_a = [&](const float (&s)[BN / 2], std::uint32_t (&pa)[BN / 16][4]) {
-#pragma unroll
-          for (int kk = 0; kk < BN / 16; ++kk) {
-            pa[kk][0] = Element<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
-            pa[kk][1] = Element<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
-            pa[kk][2] = Element<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
-            pa[kk][3] = Element<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
-          }
-        };
-
-        if (kt.any()) {
-          const QSlot qs = q_slot<L::kQBuffers>(q_iter, knobs.q_double != 0, L::q_bytes);
-          ptx::mbarrier_wait(base + L::q_full(qs.index), qs.parity);
-          float s[BN / 2];
-          std::uint32_t pa[BN / 16][4];
-          float corr[2];
-
-          int n = kt.hi - 1;
-          // The first tile at half width when this consumer's last row sees no key
-          // of its upper half: on the causal diagonal of square shapes, consumer 0's
-          // rows 0-63 against keys 64-127 of a 128-key tile.
-          bool half = false;
-          if constexpr (kHalfFirst) {
-            const int last = min(c * 64 + 63, rows_q - 1);
-            half = knobs.half_first != 0 &&
-                   visible_keys(m0 + last, seq.len_q, seq.len_k, wl, wr).hi <= std::int64_t(n) * BN + BN / 2;
-          }
-          // The first tile's S, softmax and P, at full or half width: one branch
-          // around all of it (paths merging while a product is in flight, or with
-          // half-built P, made ptxas serialize the wgmmas, C7515 / C7511).
-          auto first_tile = [&](bool h) {
-            ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
-            turn_sync();
-            gemm_s(s, ring.stage, qs.offset, h);
-            turn_pass();
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(s);
-            release(base + L::k_empty(ring.stage));
-            if (n == kt.lo) release(base + L::q_empty(qs.index));
-            softmax(s, n, corr, h);
-            to_a(s, pa);
-          };
-          if (kHalfFirst && half)
-            first_tile(true);
-          else
-            first_tile(false);
-          RingPos<ST> pv = ring;
-          ring.advance();
-
-          for (--n; n >= kt.lo; --n) {
-            ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
-            turn_sync();
-            gemm_s(s, ring.stage, qs.offset, false);
-            rescale(corr);  // by the previous softmax's factors, while S = Q K^T runs
-            ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
-            gemm_o(o, pa, pv.stage);
-            turn_pass();
-            ptx::wgmma_wait<1>();  // S landed; PV may still run
-            ptx::fence_registers(s);
-            release(base + L::k_empty(ring.stage));
-            if (n == kt.lo) release(base + L::q_empty(qs.index));
-            softmax(s, n, corr, false);
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(o);
-            release(base + L::v_empty(pv.stage));
-            to_a(s, pa);
-            pv = ring;
-            ring.advance();
-          }
-
-          rescale(corr);
-          ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
-          turn_sync();
-          gemm_o(o, pa, pv.stage);
-          turn_pass();
-          ptx::wgmma_wait<0>();
-          ptx::fence_registers(o);
-          release(base + L::v_empty(pv.stage));
-        }
-
-        // Epilogue: normalize, write this thread's O elements and LSE (every element of
-        // the tile's valid rows, also when no key is visible: O = 0, LSE = -inf).
-        float inv[2], sum[2];
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          sum[hh] = quad_sum(row_sum[hh]);
-          inv[hh] = sum[hh] > 0.f ? 1.f / sum[hh] : 0.f;
-        }
-        const std::int64_t o_batch = p.cu_seqlens_q != nullptr ? 0 : tc.b * p.o_batch_stride;
-        T* o_block = static_cast<T*>(p.o) + o_batch + (seq.q0 + m0) * p.o_row_stride + std::int64_t(tc.h) * p.o_head_stride;
-        if (knobs.o_tma != 0 && kt.any()) {
-          const bool by_tma = o_slice_by_tma(w, c, p.cu_seqlens_q != nullptr);
-          // The staged tile is free: with its own buffer, once this consumer's
-          // previous store has read it (checked by the thread that issued it); over
-          // V, once no consumer reads V any more.
-          if constexpr (L::kOwnO) {
-            if (issuer) ptx::tma_store_wait_read();
-            ptx::named_barrier_sync(kStageBarrier + c, 128);
-          } else {
-            ptx::named_barrier_sync(kEpilogueBarrier, kConsumerWarps * 32);
-          }
-          if (by_tma)
-            stage_o_rows<T, D, BM>(o, inv, base + L::o, c, warp, lane);
-          else
-            store_o_rows<T, D>(o, inv, o_block, p.o_row_stride, row_base, rows_q, p.head_dim_v, t4);
-          ptx::fence_proxy_async_smem();  // the stores above are read next by the TMA unit
-          ptx::named_barrier_sync(kStageBarrier + c, 128);
-          if (issuer) {
-            if (by_tma) {
-              const int qb = p.cu_seqlens_q != nullptr ? 0 : tc.b, qrow = int(seq.q0) + m0 + c * kOStoreRows;
-#pragma unroll
-              for (int pn = 0; pn < PANELS; ++pn)
-                if (pn * 64 < p.head_dim_v)
-                  ptx::tma_store_4d(&maps.o, base + L::o + pn * BM * 128 + c * kOStoreRows * 128, pn * 64, qrow, tc.h,
-                                    qb);
-              ptx::tma_store_commit();
-            }
-            if constexpr (!L::kOwnO) {
-              ptx::tma_store_wait_read();
-              ptx::mbarrier_arrive(base + L::o_empty);
-            }
-          }
-        } else {
-          store_o_rows<T, D>(o, inv, o_block, p.o_row_stride, row_base, rows_q, p.head_dim_v, t4);
-        }
-        if (kt.any()) ++q_iter;
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int r = row_base + 8 * hh;
-          if (r < rows_q && p.lse != nullptr && t4 == 0) {
-            const float lse = sum[hh] > 0.f ? (row_max[hh] + log2f(sum[hh])) * 0.6931471805599453f : -INFINITY;
-            p.lse[tc.b * p.lse_batch_stride + std::int64_t(tc.h) * p.lse_head_stride + seq.q0 + m0 + r] = lse;
-          }
+        if (r < rows_q && p.lse != nullptr && t4 == 0) {
+          const float lse = sum[hh] > 0.f ? (row_max[hh] + log2f(sum[hh])) * 0.6931471805599453f : -INFINITY;
+          p.lse[tc.b * p.lse_batch_stride + std::int64_t(tc.h) * p.lse_head_stride + seq.q0 + m0 + r] = lse;
         }
       }
     }

@@ -80,16 +80,8 @@ void launch_fwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   // The counter starts at zero each call (a memset node under graph capture).
   if (knobs.tile_counter != nullptr)
     check_cuda(cudaMemsetAsync(knobs.tile_counter, 0, sizeof(int), a.stream), "cudaMemsetAsync(tile counter)");
-  const std::size_t smem = fwd_launch_smem(t, knobs.o_tma != 0);
-  // The tile-overlap form (fwd_kernel's Ov) where it is compiled, when
-  // FLASHPP_SM90_OVERLAP=on asks for it.
-  if constexpr (tile_overlap_head_dim(D) && V == 0) {
-    if (env_choice("FLASHPP_SM90_OVERLAP", "on", "off", false))
-      return launch_kernel(fwd_kernel<T, D, V, true>, dim3(grid), fwd_threads(t), smem, a.stream,
-                           "Hopper forward kernel (tile overlap)", p, maps, knobs);
-  }
-  launch_kernel(fwd_kernel<T, D, V>, dim3(grid), fwd_threads(t), smem, a.stream, "Hopper forward kernel", p, maps,
-                knobs);
+  launch_kernel(fwd_kernel<T, D, V>, dim3(grid), fwd_threads(t), fwd_launch_smem(t, knobs.o_tma != 0), a.stream,
+                "Hopper forward kernel", p, maps, knobs);
 }
 
 #if FLASHPP_SM90_TUNING
