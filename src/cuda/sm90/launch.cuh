@@ -38,7 +38,8 @@ inline long long l2_bytes() { return device_attribute(cudaDevAttrL2CacheSize, "c
 // The environment overrides each per call, so one process can compare them:
 // FLASHPP_SM90_O_STORE=tma|direct, FLASHPP_SM90_ORDER=snake|plain,
 // FLASHPP_SM90_SCHEDULE=dynamic|static, FLASHPP_SM90_Q_BUFFERS=2|1,
-// FLASHPP_SM90_HEAD_GROUP=<pairs per group, 0 = none>, FLASHPP_SM90_HALF_FIRST=on|off.
+// FLASHPP_SM90_HEAD_GROUP=<pairs per group, 0 = none>, FLASHPP_SM90_HALF_FIRST=on|off,
+// FLASHPP_SM90_PLAIN_LOOP=on|off (off until measured; compiled at d 64's narrow tile only).
 inline int env_choice(const char* name, std::string_view on, std::string_view off, bool fallback) {
   const char* v = std::getenv(name);
   if (v != nullptr && on == v) return 1;
@@ -62,6 +63,7 @@ inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a, const FwdTil
   k.snake = env_choice("FLASHPP_SM90_ORDER", "snake", "plain", masked);
   k.q_double = env_choice("FLASHPP_SM90_Q_BUFFERS", "2", "1", false);
   k.half_first = env_choice("FLASHPP_SM90_HALF_FIRST", "on", "off", masked);
+  k.plain_loop = env_choice("FLASHPP_SM90_PLAIN_LOOP", "on", "off", false);
   // Groups break the longest-first order the static rounds rely on: by rule only
   // with the dynamic schedule.
   k.head_group = env_count("FLASHPP_SM90_HEAD_GROUP", k.tile_counter != nullptr ? groups : 0);
