@@ -4,10 +4,13 @@
 // warp skip all bound a block's rows by its first and last row only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "common/mask.hpp"
+#include "common/params.hpp"
+#include "cuda/sm90/plain_loop.hpp"
 
 namespace flashpp::test {
 namespace {
@@ -44,6 +47,87 @@ TEST(Mask, CausalIsAlignedToTheBottomRight) {
   EXPECT_LE(r.hi, r.lo);
   // A left window of 1 under causal: row i sees keys i + shift - 1 .. i + shift.
   EXPECT_EQ(visible_keys(2, 3, 5, 1, 0).lo, 3);
+}
+
+// The Hopper forward's plain-loop kernel has no mask in its key loop, so the
+// launcher's test (plain_loop_safe) must say yes only where every row of every
+// query block sees every key of every tile the loop takes: all visible tiles but
+// the block's highest. Checked here key by key against the visibility rule.
+bool loop_tiles_unmasked(int sq, int sk, int wl, int wr, int bm, int bn) {
+  for (int m0 = 0; m0 < sq; m0 += bm) {
+    const int rows = std::min(bm, sq - m0);
+    std::int64_t block_lo = sk, block_hi = 0;  // keys some row of the block sees
+    for (int r = m0; r < m0 + rows; ++r) {
+      const VisibleRange v = visible_keys(r, sq, sk, wl, wr);
+      if (v.lo < v.hi) {
+        block_lo = std::min(block_lo, v.lo);
+        block_hi = std::max(block_hi, v.hi);
+      }
+    }
+    if (block_lo >= block_hi) continue;
+    const std::int64_t top = (block_hi + bn - 1) / bn - 1;
+    for (std::int64_t t = block_lo / bn; t < top; ++t)
+      for (int r = m0; r < m0 + rows; ++r) {
+        const VisibleRange v = visible_keys(r, sq, sk, wl, wr);
+        if (v.lo > t * bn || v.hi < (t + 1) * bn) return false;
+      }
+  }
+  return true;
+}
+
+TEST(Mask, PlainLoopOnlyWhereTheLoopTilesAreWhole) {
+  const int lengths[] = {1, 63, 64, 128, 129, 200, 256, 320, 500};
+  const int windows[] = {-1, 0, 1, 63, 64, 130};
+  const int tiles[][2] = {{128, 128}, {128, 176}, {192, 128}, {128, 80}, {128, 64}};
+  int safe = 0, cases = 0;
+  for (auto [bm, bn] : tiles)
+    for (int sq : lengths)
+      for (int sk : lengths)
+        for (int wl : windows)
+          for (int wr : windows) {
+            AttnParams p;
+            p.seqlen_q = sq;
+            p.seqlen_k = sk;
+            p.window_left = wl;
+            p.window_right = wr;
+            p.scale_log2 = 0.18f;
+            const bool said = cuda::sm90::plain_loop_safe(p, bm, bn);
+            ++cases;
+            safe += said ? 1 : 0;
+            // Never plain where the loop would meet a masked tile.
+            if (said)
+              EXPECT_TRUE(loop_tiles_unmasked(sq, sk, wl, wr, bm, bn))
+                  << "tile " << bm << "x" << bn << ", seqlen_q " << sq << ", seqlen_k " << sk << ", window (" << wl
+                  << ", " << wr << ")";
+            // And exact for calls without a left window (the launcher's only cases).
+            if (wl < 0)
+              EXPECT_EQ(said, loop_tiles_unmasked(sq, sk, wl, wr, bm, bn))
+                  << "tile " << bm << "x" << bn << ", seqlen_q " << sq << ", seqlen_k " << sk << ", window (" << wl
+                  << ", " << wr << ")";
+          }
+  // Both answers occur (the test would pass vacuously otherwise).
+  EXPECT_GT(safe, cases / 20);
+  EXPECT_LT(safe, cases);
+  // Square causal shapes on 128 x 128 tiles are the common plain case; softcap,
+  // a non-positive scale and varlen with a window never are.
+  AttnParams p;
+  p.seqlen_q = p.seqlen_k = 4096;
+  p.window_right = 0;
+  p.scale_log2 = 0.18f;
+  EXPECT_TRUE(cuda::sm90::plain_loop_safe(p, 128, 128));
+  EXPECT_FALSE(cuda::sm90::plain_loop_safe(p, 128, 176));
+  p.softcap = 30.f;
+  EXPECT_FALSE(cuda::sm90::plain_loop_safe(p, 128, 128));
+  p.softcap = 0.f;
+  p.scale_log2 = -0.18f;
+  EXPECT_FALSE(cuda::sm90::plain_loop_safe(p, 128, 128));
+  p.scale_log2 = 0.18f;
+  int cu[2] = {0, 4096};
+  p.cu_seqlens_q = cu;
+  p.cu_seqlens_k = cu;
+  EXPECT_FALSE(cuda::sm90::plain_loop_safe(p, 128, 128));
+  p.window_right = -1;
+  EXPECT_TRUE(cuda::sm90::plain_loop_safe(p, 128, 128));
 }
 
 }  // namespace

@@ -31,11 +31,6 @@ struct FwdKnobs {
   // causal diagonal) computes that tile's S and softmax over the lower half only;
   // P V stays full width, with zero probabilities (fwd_kernel.cuh, kHalfFirst).
   int half_first = 0;
-  // Key tiles that need no mask, with the plain score map (no softcap), run
-  // through a loop of their own whose softmax has no branch (fwd_kernel.cuh):
-  // with branches between a consumer's GEMM issue and its softmax, ptxas waits
-  // for the P V product before the softmax instead of overlapping the two.
-  int plain_loop = 0;
 };
 
 // Writes this thread's share of O (rows 16 * warp .. + 15 of consumer c, all D

@@ -30,7 +30,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "common/params.hpp"
 #include "cuda/common/element.cuh"
@@ -259,8 +258,12 @@ __device__ __forceinline__ void tile_softmax(float (&s)[N], float (&row_max)[2],
 // where short causal rows were short of the target.
 constexpr bool half_first_head_dim(int d) { return d == 64 || d == 128; }
 
-// V: the tile variant (fwd_tiles.hpp).
-template <typename T, int D, int V>
+// V: the tile variant (fwd_tiles.hpp). Plain: the launcher saw (plain_loop.hpp)
+// that every key tile after a query block's first needs no mask and the score map
+// folds, so the key loop's softmax is built without the mask test and the softcap
+// branch: with no branch between the GEMM issue and the softmax, ptxas keeps the
+// wait for P V after the row max instead of before it.
+template <typename T, int D, int V, bool Plain = false>
 __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
     fwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ FwdMaps maps,
                const __grid_constant__ FwdKnobs knobs) {
@@ -269,7 +272,6 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
   constexpr int BM = kT.block_m, BN = kT.block_n, ST = kT.stages, PANELS = panels(D), NC = kT.consumers;
   constexpr std::uint32_t kConsumerWarps = 4 * NC;
   constexpr bool kHalfFirst = half_first_head_dim(D) && BN == 128;
-  constexpr bool kPlainLoop = plain_loop_compiled(D, V);
   using L = FwdLayout<D, V>;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -497,11 +499,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
         RingPos<ST> pv = ring;
         ring.advance();
 
-        // One key tile n: S = Q K^T, P V of the previous tile, the softmax of S
-        // while P V runs. kPlain: the tile needs no mask and the score map folds
-        // into the exponent, so the softmax has no branch (FwdKnobs::plain_loop).
-        auto step = [&](auto plain) {
-          constexpr bool kPlain = decltype(plain)::value;
+        for (--n; n >= kt.lo; --n) {
           ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
           turn_sync();
           gemm_s(s, ring.stage, qs.offset, false);
@@ -513,7 +511,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           ptx::fence_registers(s);
           release(base + L::k_empty(ring.stage));
           if (n == kt.lo) release(base + L::q_empty(qs.index));
-          if constexpr (kPlain)
+          if constexpr (Plain)
             tile_softmax<BN>(s, row_max, row_sum, corr, smap, true, mul, false, 0, 0, seq, wl, wr, t4);
           else
             softmax(s, n, corr, false);
@@ -523,23 +521,6 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           to_a(s, pa);
           pv = ring;
           ring.advance();
-        };
-        if constexpr (kPlainLoop) {
-          const bool plain_ok = knobs.plain_loop != 0 && fold;
-          auto plain_tile = [&](int t) { return plain_ok && !tile_needs_mask(m0, rows_q, t * BN, BN, seq, wl, wr); };
-          for (--n; n >= kt.lo;) {
-            if (plain_tile(n)) {
-              do {
-                step(std::true_type{});
-                --n;
-              } while (n >= kt.lo && plain_tile(n));
-            } else {
-              step(std::false_type{});
-              --n;
-            }
-          }
-        } else {
-          for (--n; n >= kt.lo; --n) step(std::false_type{});
         }
 
         rescale(corr);

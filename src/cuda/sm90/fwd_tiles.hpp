@@ -87,13 +87,6 @@ constexpr FwdTiles fwd_tiles(int d, int variant = 0) {
   }
 }
 
-// Whether a tile variant compiles the branch-free loop for key tiles without a
-// mask (FwdKnobs::plain_loop). A second copy of the loop body costs registers:
-// with it, ptxas (nvcc 13.0) spilled at head dims 128 and 256 (16-24 bytes of
-// stack) and serialized the wgmmas of the 160-register three-consumer tile
-// (C7511), so only head dim 64's narrow tile has it.
-constexpr bool plain_loop_compiled(int d, int variant) { return d == 64 && variant == 0; }
-
 constexpr bool fwd_has_variant(int d, int variant) { return fwd_tiles(d, variant).head_dim != 0; }
 
 // The variant the library runs for head dim d, key length seqlen_k (the longest

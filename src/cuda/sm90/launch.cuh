@@ -12,6 +12,7 @@
 #include "cuda/registry.hpp"
 #include "cuda/sm90/fwd_kernel.cuh"
 #include "cuda/sm90/fwd_tiles.hpp"
+#include "cuda/sm90/plain_loop.hpp"
 #include "cuda/sm90/tensor_maps.hpp"
 
 namespace flashpp::cuda::sm90 {
@@ -39,7 +40,7 @@ inline long long l2_bytes() { return device_attribute(cudaDevAttrL2CacheSize, "c
 // FLASHPP_SM90_O_STORE=tma|direct, FLASHPP_SM90_ORDER=snake|plain,
 // FLASHPP_SM90_SCHEDULE=dynamic|static, FLASHPP_SM90_Q_BUFFERS=2|1,
 // FLASHPP_SM90_HEAD_GROUP=<pairs per group, 0 = none>, FLASHPP_SM90_HALF_FIRST=on|off,
-// FLASHPP_SM90_PLAIN_LOOP=on|off (off until measured; compiled at d 64's narrow tile only).
+// FLASHPP_SM90_PLAIN_LOOP=on|off.
 inline int env_choice(const char* name, std::string_view on, std::string_view off, bool fallback) {
   const char* v = std::getenv(name);
   if (v != nullptr && on == v) return 1;
@@ -63,11 +64,16 @@ inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a, const FwdTil
   k.snake = env_choice("FLASHPP_SM90_ORDER", "snake", "plain", masked);
   k.q_double = env_choice("FLASHPP_SM90_Q_BUFFERS", "2", "1", false);
   k.half_first = env_choice("FLASHPP_SM90_HALF_FIRST", "on", "off", masked);
-  k.plain_loop = env_choice("FLASHPP_SM90_PLAIN_LOOP", "on", "off", false);
   // Groups break the longest-first order the static rounds rely on: by rule only
   // with the dynamic schedule.
   k.head_group = env_count("FLASHPP_SM90_HEAD_GROUP", k.tile_counter != nullptr ? groups : 0);
   return k;
+}
+
+// Whether this call runs the plain-loop kernel (plain_loop.hpp): where it is safe,
+// unless FLASHPP_SM90_PLAIN_LOOP=off (read per call; off by default until measured).
+inline bool plain_loop_choice(const AttnParams& p, const FwdTiles& t) {
+  return env_choice("FLASHPP_SM90_PLAIN_LOOP", "on", "off", false) && plain_loop_safe(p, t.block_m, t.block_n);
 }
 
 template <typename T, int D, int V>
@@ -82,8 +88,13 @@ void launch_fwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   // The counter starts at zero each call (a memset node under graph capture).
   if (knobs.tile_counter != nullptr)
     check_cuda(cudaMemsetAsync(knobs.tile_counter, 0, sizeof(int), a.stream), "cudaMemsetAsync(tile counter)");
-  launch_kernel(fwd_kernel<T, D, V>, dim3(grid), fwd_threads(t), fwd_launch_smem(t, knobs.o_tma != 0), a.stream,
-                "Hopper forward kernel", p, maps, knobs);
+  const std::size_t smem = fwd_launch_smem(t, knobs.o_tma != 0);
+  if (plain_loop_choice(p, t))
+    launch_kernel(fwd_kernel<T, D, V, true>, dim3(grid), fwd_threads(t), smem, a.stream, "Hopper forward kernel", p,
+                  maps, knobs);
+  else
+    launch_kernel(fwd_kernel<T, D, V>, dim3(grid), fwd_threads(t), smem, a.stream, "Hopper forward kernel", p, maps,
+                  knobs);
 }
 
 #if FLASHPP_SM90_TUNING
