@@ -10,7 +10,8 @@
 #                      FLASHPP_CUDA_FORWARD_FAMILY=sm80)
 #   FLASHPP_AB_ROUNDS  rounds (default 2)
 #   FLASHPP_AB_HDIM    only this head dim (the bench's --hdim); FLASHPP_AB_HDIM_<pass>
-#                      sets it for one pass
+#                      sets it for one pass, and a pass named <op><hdim> (fwd128,
+#                      fa2fwd256) runs that op at that head dim
 #   FLASHPP_AB_COOL_MS idle before each timed pass (the bench's --cool-ms; every
 #                      binary must know the flag)
 #   FLASHPP_AB_BINS_<pass> only these versions in that pass (e.g.
@@ -24,10 +25,14 @@ for b in build-ab/bench_*; do [ -x "$b" ] && bins[${b#build-ab/bench_}]=$b; done
 [ -n "${bins[base]:-}" ] || { echo "no baseline binary at build-ab/bench_base"; exit 0; }
 for pass in ${FLASHPP_AB_OPS:-fwd}; do
 op=$pass
+pass_hdim=
+# A pass may carry its head dim in its name (fwd128, fa2fwd256), so one op can
+# run as several passes.
+[[ "$pass" =~ ^([a-z0-9]*[a-z])([0-9]+)$ ]] && op=${BASH_REMATCH[1]} && pass_hdim=${BASH_REMATCH[2]}
 envs=()
-[ "$pass" = fa2fwd ] && op=fwd && envs=(FLASHPP_CUDA_FORWARD_FAMILY=sm80)
+[ "$op" = fa2fwd ] && op=fwd && envs=(FLASHPP_CUDA_FORWARD_FAMILY=sm80)
 hdim_var=FLASHPP_AB_HDIM_$pass
-hdim=${!hdim_var:-${FLASHPP_AB_HDIM:-}}
+hdim=${pass_hdim:-${!hdim_var:-${FLASHPP_AB_HDIM:-}}}
 extra=("${cool[@]}")
 [ -n "$hdim" ] && extra+=(--hdim "$hdim")
 echo "=== A/B: $pass ==="
