@@ -30,7 +30,8 @@ for r in rows[1:]:
     v = float(r[val].replace(",", ""))
     u = r[unit]
     if u in ("byte", "Kbyte", "Mbyte", "Gbyte"): v *= {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1, "Gbyte": 1e3}[u]
-    if u in ("nsecond", "usecond", "msecond"): v *= {"nsecond": 1e-3, "usecond": 1, "msecond": 1e3}[u]
+    scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1, "us": 1, "msecond": 1e3, "ms": 1e3}
+    if u in scale: v *= scale[u]
     m[r[name]] = v
 g = lambda k: m.get(k, float("nan"))
 print(f"| {sys.argv[1]} | {sys.argv[2]} | {g('gpu__time_duration.sum'):.1f} | {g('dram__bytes_read.sum'):.0f} | "

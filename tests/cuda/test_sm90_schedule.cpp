@@ -16,6 +16,7 @@ namespace flashpp::test {
 namespace {
 
 using flashpp::cuda::sm90::head_group_rule;
+using flashpp::cuda::sm90::head_group_rule_d64;
 using flashpp::cuda::sm90::kSharedTiles;
 using flashpp::cuda::sm90::TileOrder;
 
@@ -158,6 +159,21 @@ TEST(Sm90Schedule, HeadGroupRule) {
   EXPECT_EQ(head_group_rule(grid_shape(128, 1024), grid, 1ll << 40), 0);
 }
 
+TEST(Sm90Schedule, HeadGroupRuleAtHeadDim64) {
+  // Groups of 86 pairs for masked calls over 1K-2K keys, where the grid's shapes
+  // have 512 and 256 pairs; none at 512 keys, from 4K, without a mask, or where
+  // one group would hold every pair.
+  EXPECT_EQ(head_group_rule_d64(grid_shape(64, 1024), 132), 86);
+  EXPECT_EQ(head_group_rule_d64(grid_shape(64, 2048), 132), 86);
+  for (int n : {512, 4096, 8192, 16384}) EXPECT_EQ(head_group_rule_d64(grid_shape(64, n), 132), 0) << "N " << n;
+  AttnParams p = grid_shape(64, 1024);
+  p.window_right = -1;
+  EXPECT_EQ(head_group_rule_d64(p, 132), 0);
+  p = grid_shape(64, 1024);
+  p.batch = 2;  // 64 pairs: one group would be the whole order
+  EXPECT_EQ(head_group_rule_d64(p, 132), 0);
+}
+
 // Largest over mean work per block when each block claims the next tile as it
 // finishes the last (the dynamic schedule), each tile costing its key tiles plus
 // a fixed half tile of overhead.
@@ -191,6 +207,13 @@ TEST(Sm90Schedule, ClaimedHeadGroupsStayEven) {
     const double grouped = greedy_spread(TileOrder::make(p, s.bm, false, g), s.n, s.bm, s.bn, 132);
     EXPECT_LT(plain, 1.03) << "d " << s.d << " N " << s.n;
     EXPECT_LT(grouped, 1.08) << "d " << s.d << " N " << s.n;
+  }
+  // Head dim 64's groups of 86 pairs (1K: the 128-row tile; 2K: the 192-row one).
+  for (const Shape s : {Shape{64, 1024, 128, 128}, Shape{64, 2048, 192, 128}}) {
+    const AttnParams p = grid_shape(s.d, s.n);
+    const int g = head_group_rule_d64(p, 132);
+    ASSERT_GT(g, 0) << "N " << s.n;
+    EXPECT_LT(greedy_spread(TileOrder::make(p, s.bm, false, g), s.n, s.bm, s.bn, 132), 1.08) << "N " << s.n;
   }
 }
 

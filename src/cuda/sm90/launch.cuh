@@ -31,11 +31,13 @@ inline long long l2_bytes() { return device_attribute(cudaDevAttrL2CacheSize, "c
 //    head groups by rule, tile_order.cuh, causal d 128 +5-20% more), and for
 //    masked ones from head dim 128 where the rule cuts head groups, when the caller
 //    passed the workspace (forward_workspace_bytes): causal +25-33% at 512-2K
-//    keys (d 128; d 256 at 512-1K), +1-6% at d 128 4K; at head dim 64 groups did
-//    nothing and the static order stays;
+//    keys (d 128; d 256 at 512-1K), +1-6% at d 128 4K; at head dim 64, groups of
+//    86 pairs over 1K-2K keys (+3.3-3.9%; head_group_rule_d64);
 //  - one Q buffer: the second lost 0-5% (predicted a gain; see the doc);
 //  - the half-width first key tile for masked calls (d 64 / 128): d 64 causal
-//    +1 to +3.4%, d 128 within +-1.5% but causal 1K (+3.9%, a noisy base).
+//    +1 to +3.4%, d 128 within +-1.5% but causal 1K (+3.9%, a noisy base);
+//  - the plain-loop kernel where it is safe (plain_loop.hpp) and pays
+//    (plain_loop_pays): d 128 / 256 +3-6% from 2K keys.
 // The environment overrides each per call, so one process can compare them:
 // FLASHPP_SM90_O_STORE=tma|direct, FLASHPP_SM90_ORDER=snake|plain,
 // FLASHPP_SM90_SCHEDULE=dynamic|static, FLASHPP_SM90_Q_BUFFERS=2|1,
@@ -51,12 +53,15 @@ inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a, const FwdTil
   FwdKnobs k;
   const bool masked = has_window(p.window_left, p.window_right);
   const bool varlen = p.cu_seqlens_q != nullptr;
-  // Head groups by rule for varlen batches and masked calls from head dim 128
-  // (when there is a counter to claim with); masked calls claim tiles only where
-  // the rule cuts groups: the claimed order alone was 0.97-1.03 of the static one.
-  const int groups = a.tile_counter != nullptr && (varlen || (masked && t.head_dim >= 128))
-                         ? head_group_rule(p, grid, l2_bytes() / 2)
-                         : 0;
+  // Head groups by rule for varlen batches and masked calls from head dim 128,
+  // and at head dim 64 by its own rule (tile_order.cuh), when there is a counter
+  // to claim with; masked calls claim tiles only where a rule cuts groups: the
+  // claimed order alone was 0.97-1.03 of the static one.
+  int groups = 0;
+  if (a.tile_counter != nullptr && (varlen || (masked && t.head_dim >= 128)))
+    groups = head_group_rule(p, grid, l2_bytes() / 2);
+  else if (a.tile_counter != nullptr && masked && t.head_dim == 64)
+    groups = head_group_rule_d64(p, grid);
   if (env_choice("FLASHPP_SM90_SCHEDULE", "dynamic", "static", varlen || groups > 0))
     k.tile_counter = a.tile_counter;
   k.o_tma = env_choice("FLASHPP_SM90_O_STORE", "tma", "direct", t.head_dim >= 128 && variant == 0) &&
@@ -70,10 +75,21 @@ inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a, const FwdTil
   return k;
 }
 
-// Whether this call runs the plain-loop kernel (plain_loop.hpp): where it is safe,
-// unless FLASHPP_SM90_PLAIN_LOOP=off (read per call; off by default until measured).
+// Whether the plain-loop kernel pays at this head dim and key count. Same run on
+// an H100 (three rounds, over the kernel with the generic loop): d 128 unmasked
+// +1.6 / +4.0 / +3.2 / +6.0 / +5.4 / +5.9% at 512 .. 16K, causal +2.4 / +6.4 /
+// +5.3% at 1K / 2K / 4K (8K and up take the 176-key tile, where causal calls are
+// not plain); d 256 unmasked +0.7 to +5.1% from 1K, causal +1.2 / +4.2% at 1K / 2K;
+// d 64 +0.9 to +2.8% unmasked, causal within +-1%. At 512 keys d 256 lost 1.9%
+// (unmasked) and 2.3% (causal) and d 128 causal 4.4% (a noisy cell), so from
+// 1K keys only, but at d 64 (+2.8 / +1.3% at 512).
+constexpr bool plain_loop_pays(int d, long long seqlen_k) { return d == 64 || seqlen_k > 512; }
+
+// Whether this call runs the plain-loop kernel (plain_loop.hpp): where it is safe
+// and pays, unless FLASHPP_SM90_PLAIN_LOOP=on|off forces it (read per call).
 inline bool plain_loop_choice(const AttnParams& p, const FwdTiles& t) {
-  return env_choice("FLASHPP_SM90_PLAIN_LOOP", "on", "off", false) && plain_loop_safe(p, t.block_m, t.block_n);
+  return env_choice("FLASHPP_SM90_PLAIN_LOOP", "on", "off", plain_loop_pays(t.head_dim, p.seqlen_k)) &&
+         plain_loop_safe(p, t.block_m, t.block_n);
 }
 
 template <typename T, int D, int V>
