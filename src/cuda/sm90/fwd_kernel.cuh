@@ -10,10 +10,10 @@
 //             One named barrier per consumer passes the right to issue GEMMs around
 //             the consumers in turn (pingpong), so one's softmax overlaps the others'
 //             GEMMs. (The source waits for the PV product only after the
-//             softmax, but ptxas moves that wait to the softmax's start: packing P
-//             early, interleaved with the exponentials, is how it fits the tile in 240
-//             registers; forcing the order makes it serialize every wgmma, C7512.
-//             See docs/hopper_forward.md.)
+//             softmax. With the mask test and the softcap branch in the key loop,
+//             ptxas moves that wait to the softmax's start; the Plain instance, whose
+//             loop has neither (launched where plain_loop.hpp allows), gets it after
+//             the row max and the first exponentials. See docs/hopper_forward.md.)
 // Key tiles are walked from the last visible one down, so the tiles needing masks
 // (the causal diagonal, the sequence end) come first and the rest run unmasked.
 // Normalization is deferred to the epilogue, which writes O and the LSE. With
