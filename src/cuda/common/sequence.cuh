@@ -31,19 +31,6 @@ __device__ __forceinline__ SeqRows sequence_rows(const AttnParams& p, int b) {
   return s;
 }
 
-// A tile of query rows [m0, m0 + rows) x keys [n0, n0 + cols) needs element masks
-// unless every row sees every key of it. Visible ranges are monotone in the row, so
-// the last row bounds lo and the first row bounds hi.
-__device__ __forceinline__ bool tile_needs_mask(int m0, int rows, int n0, int cols, const SeqRows& s, int wl, int wr) {
-  if (n0 + cols > s.len_k) return true;
-  // Without a window every row sees every key: skip the 64-bit range arithmetic,
-  // which the backward would otherwise run on every query step.
-  if (!has_window(wl, wr)) return false;
-  const VisibleRange first = visible_keys(m0, s.len_q, s.len_k, wl, wr);
-  const VisibleRange last = visible_keys(m0 + rows - 1, s.len_q, s.len_k, wl, wr);
-  return !(last.lo <= n0 && first.hi >= n0 + cols);
-}
-
 // Visible keys [lo, hi) of one row as 32-bit bounds (clamped to [0, len_k], so they fit).
 struct KeyBounds {
   int lo, hi;

@@ -81,21 +81,10 @@ struct FwdLayout {
   static_assert(1024 + bars + barrier_bytes(kT) == fwd_smem_bytes(kT), "layout must match the tile table's budget");
 };
 
-// The key tiles [lo, hi) some row of a query block sees.
-struct KeyTiles {
-  int lo = 0, hi = 0;
-  __device__ bool any() const { return hi > lo; }
-};
-
+// The key tiles [lo, hi) some row of a query block sees (common/mask.hpp).
+using KeyTiles = KeyTileRange;
 __device__ __forceinline__ KeyTiles key_tiles(const SeqRows& seq, int m0, int rows, int bn, int wl, int wr) {
-  KeyTiles t;
-  const VisibleRange first = visible_keys(m0, seq.len_q, seq.len_k, wl, wr);
-  const VisibleRange last = visible_keys(m0 + rows - 1, seq.len_q, seq.len_k, wl, wr);
-  if (first.lo < last.hi) {
-    t.lo = int(first.lo / bn);
-    t.hi = int((last.hi + bn - 1) / bn);
-  }
-  return t;
+  return key_tile_range(m0, rows, seq.len_q, seq.len_k, bn, wl, wr);
 }
 
 // One tile of the order: where its rows are and which key tiles they see

@@ -104,13 +104,9 @@ void launch_fwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   // The counter starts at zero each call (a memset node under graph capture).
   if (knobs.tile_counter != nullptr)
     check_cuda(cudaMemsetAsync(knobs.tile_counter, 0, sizeof(int), a.stream), "cudaMemsetAsync(tile counter)");
-  const std::size_t smem = fwd_launch_smem(t, knobs.o_tma != 0);
-  if (plain_loop_choice(p, t))
-    launch_kernel(fwd_kernel<T, D, V, true>, dim3(grid), fwd_threads(t), smem, a.stream, "Hopper forward kernel", p,
-                  maps, knobs);
-  else
-    launch_kernel(fwd_kernel<T, D, V>, dim3(grid), fwd_threads(t), smem, a.stream, "Hopper forward kernel", p, maps,
-                  knobs);
+  const auto kernel = plain_loop_choice(p, t) ? fwd_kernel<T, D, V, true> : fwd_kernel<T, D, V>;
+  launch_kernel(kernel, dim3(grid), fwd_threads(t), fwd_launch_smem(t, knobs.o_tma != 0), a.stream,
+                "Hopper forward kernel", p, maps, knobs);
 }
 
 #if FLASHPP_SM90_TUNING

@@ -7,7 +7,6 @@
 // ptxas keep the wait for the P V product after the row max instead of before it
 // (docs/tuning.md, ninth session). Host-side: the launcher decides per call.
 #include <algorithm>
-#include <cstdint>
 
 #include "common/mask.hpp"
 #include "common/params.hpp"
@@ -15,23 +14,23 @@
 namespace flashpp::cuda::sm90 {
 
 inline bool plain_loop_safe(const AttnParams& p, int block_m, int block_n) {
+  // The score map folds (ScoreMap::folds, cuda/common/scores.cuh, device-only).
   if (!(p.softcap <= 0.f && p.scale_log2 > 0.f)) return false;
   // Without a window only the sequence end masks, inside the highest key tile.
   if (!has_window(p.window_left, p.window_right)) return true;
   // A left window masks the lowest tiles; varlen batches have per-sequence
   // diagonals the host does not see.
   if (p.window_left >= 0 || p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr) return false;
-  // Right window (causal): visible ranges grow with the row (common/mask.hpp), so
-  // a block's first row has the smallest hi and its last row the largest. The
-  // block's loop covers tiles below ceil(last.hi / block_n) - 1; each row must
-  // see all of them.
-  for (std::int64_t m0 = 0; m0 < p.seqlen_q; m0 += block_m) {
-    const std::int64_t last_row = std::min<std::int64_t>(m0 + block_m, p.seqlen_q) - 1;
-    const VisibleRange first = visible_keys(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-    const VisibleRange last = visible_keys(last_row, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-    if (last.hi <= 0) continue;  // no row of the block sees a key
-    const std::int64_t top = (last.hi + block_n - 1) / block_n - 1;  // the first tile taken
-    if (top > 0 && first.hi < top * block_n) return false;
+  // Right window (causal): the kernel takes each query block's highest visible key
+  // tile apart and loops over the ones below it. Visible ranges are monotone in the
+  // row, so if the tile just below the highest is whole, so are all lower ones
+  // (without a left window every row's range starts at key 0).
+  for (int m0 = 0; m0 < p.seqlen_q; m0 += block_m) {
+    const int rows = std::min(block_m, p.seqlen_q - m0);
+    const KeyTileRange kt = key_tile_range(m0, rows, p.seqlen_q, p.seqlen_k, block_n, p.window_left, p.window_right);
+    if (kt.hi - 1 > kt.lo && tile_needs_mask(m0, rows, (kt.hi - 2) * block_n, block_n,
+                                             SeqLengths{p.seqlen_q, p.seqlen_k}, p.window_left, p.window_right))
+      return false;
   }
   return true;
 }
