@@ -111,6 +111,31 @@ TEST(CudaForward, LongKeyCases) {
       }
 }
 
+// Causal diagonals that reach into a query block's second key tile on the wide
+// tiles (fwd_tiles.hpp: 192 x 128 at d 64 from 2K keys, 128 x 176 at d 128 from 8K,
+// 128 x 80 at d 256 from 4K). Every block of these shapes has its diagonal across
+// two key tiles (three at d 256), which the plain kernels take apart before their
+// key loop, and the key loop then runs on whole tiles. On other GPUs these are long
+// causal FA2 cases.
+TEST(CudaForward, WideTileCausalDiagonals) {
+  FLASHPP_REQUIRE_GPU();
+  int index = 0;
+  for (DType dtype : kGpuDtypes)
+    for (auto [d, len_q, len_k] : {std::tuple{64, 384, 2048}, std::tuple{128, 256, 8192}, std::tuple{256, 256, 4096}}) {
+      auto rng = make_rng(std::string("CudaForward.WideDiagonals.") + gpu_dtype_name(dtype), std::uint64_t(index++));
+      AttnCase c;
+      c.label = "wide_diagonals_d" + std::to_string(d);
+      c.dtype = dtype;
+      c.head_dim = c.head_dim_v = d;
+      c.heads_q = 2;
+      c.heads_kv = 1;
+      c.causal = true;
+      c.seqlen_q = len_q;
+      c.seqlen_k = len_k;
+      expect_gpu_case_matches_reference(on_gpu(c), rng, /*backward=*/false);
+    }
+}
+
 // The Hopper epilogue writes O by 64-row slices (a TMA store per slice with the
 // staged epilogue, FLASHPP_SM90_O_STORE=tma): varlen sequences whose lengths
 // end on, just before and just after slice and block bounds (past a varlen
