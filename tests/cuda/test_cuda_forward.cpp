@@ -113,10 +113,10 @@ TEST(CudaForward, LongKeyCases) {
 
 // Causal diagonals that reach into a query block's second key tile on the wide
 // tiles (fwd_tiles.hpp: 192 x 128 at d 64 from 2K keys, 128 x 176 at d 128 from 8K,
-// 128 x 80 at d 256 from 4K). Every block of these shapes has its diagonal across
-// two key tiles (three at d 256), which the plain kernels take apart before their
-// key loop, and the key loop then runs on whole tiles. On other GPUs these are long
-// causal FA2 cases.
+// 128 x 80 at d 256 from 4K). Every block of these shapes but the first at d 128
+// has its diagonal across two key tiles (three at d 256): a kernel whose key loop
+// skips the mask test must mask all of them before the loop. On other GPUs these
+// are long causal FA2 cases.
 TEST(CudaForward, WideTileCausalDiagonals) {
   FLASHPP_REQUIRE_GPU();
   int index = 0;
