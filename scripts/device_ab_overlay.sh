@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds the benchmark of other source versions beside this tree's, for the same-run
+# A/B of scripts/device_probe_ab.sh (run it first among the probes:
+# FLASHPP_PROBE="scripts/device_ab_overlay.sh scripts/device_probe_ab.sh").
+#
+# Each version is an overlay: ab/<name>/ holds the files (paths from the repository
+# root) that differ from this tree; scripts/ab_overlay.sh writes one from a git ref.
+# The tree's sources are copied to build-ab-src/<name>, the overlay on top, and built
+# in build-ab-<name>, a build tree of its own. (Swapping a file in place and
+# rebuilding is unsafe across device calls: sources copied from the host may be
+# older than objects built from the swapped file, so ninja rebuilds nothing.)
+# ab/<name>.env, if present, holds VAR=value lines exported for that version's runs.
+# Writes build-ab/bench_<name>, and build-ab/bench_base (this tree's bench) if absent.
+set -uo pipefail
+: "${BUILD:?BUILD, the build folder of this tree, must be set}"
+jobs=$(nproc)
+mkdir -p build-ab
+bench=tests/cuda/flashpp_cuda_bench
+wrapper() {  # name binary [env file]
+  { echo '#!/bin/sh'
+    [ -n "${3:-}" ] && [ -f "$3" ] && sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*=.*\)$/export \1/p' "$3"
+    echo "exec $2 \"\$@\""; } >"build-ab/bench_$1"
+  chmod +x "build-ab/bench_$1"
+}
+[ -e build-ab/bench_base ] || wrapper base "$PWD/$BUILD/$bench"
+extra=(-DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20)
+[ -d /tmp/gtest ] && extra+=(-DCMAKE_PREFIX_PATH=/tmp/gtest)
+for dir in ab/*/; do
+  [ -d "$dir" ] || continue
+  name=$(basename "$dir")
+  src=build-ab-src/$name
+  rm -rf "$src" && mkdir -p "$src"
+  # The sources a build reads; build folders and overlays stay out.
+  for path in CMakeLists.txt cmake include src tests examples python bench; do
+    [ -e "$path" ] && cp -a "$path" "$src/"
+  done
+  cp -a "$dir/." "$src/"
+  t0=$(date +%s)
+  log=build-ab-$name/overlay.log
+  mkdir -p "build-ab-$name"
+  if cmake -S "$src" -B "build-ab-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPP_CUDA=ON \
+       -DFLASHPP_BUILD_TESTS=ON -DFLASHPP_BUILD_PYTHON=OFF -DFLASHPP_BUILD_EXAMPLES=OFF "${extra[@]}" \
+       >"$log" 2>&1 &&
+     cmake --build "build-ab-$name" --target flashpp_cuda_bench -j "$jobs" >>"$log" 2>&1; then
+    wrapper "$name" "$PWD/build-ab-$name/$bench" "ab/$name.env"
+    echo "overlay $name: $(find "$dir" -type f | wc -l) files, built in $(( $(date +%s) - t0 )) s"
+  else
+    echo "overlay $name: build FAILED"; tail -30 "$log"
+  fi
+done
