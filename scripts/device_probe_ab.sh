@@ -16,6 +16,8 @@
 #                      binary must know the flag)
 #   FLASHPP_AB_BINS_<pass> only these versions in that pass (e.g.
 #                      FLASHPP_AB_BINS_fwd="base new"; base is always timed)
+# scripts/device_ab_overlay.sh, run as an earlier probe, builds such binaries on the
+# device from overlays (ab/<name>/) in build trees of their own.
 set -uo pipefail
 rounds=${FLASHPP_AB_ROUNDS:-2}
 cool=()
