@@ -23,8 +23,7 @@ wrapper() {  # name binary [env file]
   chmod +x "build-ab/bench_$1"
 }
 [ -e build-ab/bench_base ] || wrapper base "$PWD/$BUILD/$bench"
-extra=(-DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20)
-[ -d /tmp/gtest ] && extra+=(-DCMAKE_PREFIX_PATH=/tmp/gtest)
+source "$(dirname "$0")/device_cmake.sh"
 for dir in ab/*/; do
   [ -d "$dir" ] || continue
   name=$(basename "$dir")
@@ -38,8 +37,7 @@ for dir in ab/*/; do
   t0=$(date +%s)
   log=build-ab-$name/overlay.log
   mkdir -p "build-ab-$name"
-  if cmake -S "$src" -B "build-ab-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPP_CUDA=ON \
-       -DFLASHPP_BUILD_TESTS=ON -DFLASHPP_BUILD_PYTHON=OFF -DFLASHPP_BUILD_EXAMPLES=OFF "${extra[@]}" \
+  if device_cmake_configure "$src" "build-ab-$name" -DFLASHPP_BUILD_PYTHON=OFF -DFLASHPP_BUILD_EXAMPLES=OFF \
        >"$log" 2>&1 &&
      cmake --build "build-ab-$name" --target flashpp_cuda_bench -j "$jobs" >>"$log" 2>&1; then
     wrapper "$name" "$PWD/build-ab-$name/$bench" "ab/$name.env"

@@ -44,6 +44,7 @@
 #                         shrink their timeouts so the summary always prints
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/device_cmake.sh
 out=${OUT:-$PWD/results/device}
 mkdir -p "$out"
 build=${FLASHPP_DEVICE_BUILD:-build-device}
@@ -87,22 +88,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm 
 
 if has_step build; then
   echo "== build =="
-  extra=()
-  # GoogleTest: the system's, else the source copy carried in build-deps/googletest.
-  if ! compgen -G "/usr/lib*/cmake/GTest" >/dev/null && ! compgen -G "/usr/lib/*/cmake/GTest" >/dev/null &&
-     [ -d build-deps/googletest ]; then
-    cmake -S build-deps/googletest -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
-      -DCMAKE_INSTALL_PREFIX=/tmp/gtest >/dev/null && cmake --build /tmp/gtest-build -j "$jobs" >/dev/null &&
-      cmake --install /tmp/gtest-build >/dev/null && extra+=(-DCMAKE_PREFIX_PATH=/tmp/gtest)
-  fi
-  # Older CMake (< 3.26) has no CUDA20 flags for nvcc; they are plain -std=c++20.
-  extra+=(-DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20)
   t0=$(date +%s)
-  [ "${FLASHPP_DEVICE_TUNING:-0}" = 1 ] && extra+=(-DFLASHPP_SM90_TUNING=ON -DFLASHPP_SM80_TUNING=ON)
-  [ "${FLASHPP_DEVICE_TUNING:-0}" = sm80 ] && extra+=(-DFLASHPP_SM80_TUNING=ON)
-  { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPP_CUDA=ON -DFLASHPP_BUILD_TESTS=ON \
-      -DFLASHPP_BUILD_BENCH=ON -DFLASHPP_BUILD_EXAMPLES=ON \
-      -DFLASHPP_BUILD_PYTHON=${FLASHPP_DEVICE_PYTHON:-ON} "${extra[@]}" &&
+  { device_cmake_configure . "$build" -DFLASHPP_BUILD_BENCH=ON -DFLASHPP_BUILD_EXAMPLES=ON \
+      -DFLASHPP_BUILD_PYTHON=${FLASHPP_DEVICE_PYTHON:-ON} &&
     cmake --build "$build" -j "$jobs" -- -k 0; } >"$out/build.log" 2>&1
   rc=$?
   t1=$(date +%s)
