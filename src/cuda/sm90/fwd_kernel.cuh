@@ -488,7 +488,34 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
         RingPos<ST> pv = ring;
         ring.advance();
 
-        for (--n; n >= kt.lo; --n) {
+        --n;
+        if constexpr (Plain) {
+          // On the wide tiles a causal diagonal can reach into the second key tile
+          // too: that tile takes the masked softmax here, after waiting for both
+          // products (no product in flight across its branches), so the loop
+          // below stays branch-free (plain_loop.hpp allows this one tile).
+          if (n >= kt.lo && tile_needs_mask(m0, rows_q, n * BN, BN, seq, wl, wr)) {
+            ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
+            turn_sync();
+            gemm_s(s, ring.stage, qs.offset, false);
+            rescale(corr);
+            ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
+            gemm_o(o, pa, pv.stage);
+            turn_pass();
+            ptx::wgmma_wait<0>();
+            ptx::fence_registers(s);
+            ptx::fence_registers(o);
+            release(base + L::k_empty(ring.stage));
+            if (n == kt.lo) release(base + L::q_empty(qs.index));
+            release(base + L::v_empty(pv.stage));
+            softmax(s, n, corr, false);
+            to_a(s, pa);
+            pv = ring;
+            ring.advance();
+            --n;
+          }
+        }
+        for (; n >= kt.lo; --n) {
           ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
           turn_sync();
           gemm_s(s, ring.stage, qs.offset, false);

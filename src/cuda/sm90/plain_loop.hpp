@@ -1,7 +1,7 @@
 #pragma once
 // Whether a Hopper forward call may run the plain-loop kernel (fwd_kernel's Plain):
-// every key tile after a query block's first (its highest visible one, which the
-// kernel takes apart) is seen whole by every row of the block, and the score map
+// every key tile after a query block's first two (its highest visible ones, which
+// the kernel takes apart when they need a mask) is seen whole by every row of the block, and the score map
 // folds into the exponent (no softcap, a positive scale). Its key loop then has
 // no branch between a consumer's GEMM issue and its softmax, which is what lets
 // ptxas keep the wait for the P V product after the row max instead of before it
@@ -22,13 +22,14 @@ inline bool plain_loop_safe(const AttnParams& p, int block_m, int block_n) {
   // diagonals the host does not see.
   if (p.window_left >= 0 || p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr) return false;
   // Right window (causal): the kernel takes each query block's highest visible key
-  // tile apart and loops over the ones below it. Visible ranges are monotone in the
-  // row, so if the tile just below the highest is whole, so are all lower ones
-  // (without a left window every row's range starts at key 0).
+  // tile apart, and the one below it too where that needs a mask (wide tiles: a
+  // diagonal of block_m rows can reach into it), and loops over the rest. Visible
+  // ranges are monotone in the row, so if the third tile from the top is whole, so
+  // are all lower ones (without a left window every row's range starts at key 0).
   for (int m0 = 0; m0 < p.seqlen_q; m0 += block_m) {
     const int rows = std::min(block_m, p.seqlen_q - m0);
     const KeyTileRange kt = key_tile_range(m0, rows, p.seqlen_q, p.seqlen_k, block_n, p.window_left, p.window_right);
-    if (kt.hi - 1 > kt.lo && tile_needs_mask(m0, rows, (kt.hi - 2) * block_n, block_n,
+    if (kt.hi - 2 > kt.lo && tile_needs_mask(m0, rows, (kt.hi - 3) * block_n, block_n,
                                              SeqLengths{p.seqlen_q, p.seqlen_k}, p.window_left, p.window_right))
       return false;
   }
