@@ -52,9 +52,10 @@ TEST(Mask, CausalIsAlignedToTheBottomRight) {
 // The Hopper forward's plain-loop kernel has no mask in its key loop, so the
 // launcher's test (plain_loop_safe) must say yes only where every row of every
 // query block sees every key of every tile the loop takes: all visible tiles but
-// the block's highest two (the kernel takes those apart with a mask where they
-// need one). Checked here key by key against the visibility rule.
+// the block's highest one, or two on tiles that are not square (the kernel takes
+// those apart with a mask). Checked here key by key against the visibility rule.
 bool loop_tiles_unmasked(int sq, int sk, int wl, int wr, int bm, int bn) {
+  const int peeled = bm == bn ? 1 : 2;
   for (int m0 = 0; m0 < sq; m0 += bm) {
     const int rows = std::min(bm, sq - m0);
     std::int64_t block_lo = sk, block_hi = 0;  // keys some row of the block sees
@@ -67,7 +68,7 @@ bool loop_tiles_unmasked(int sq, int sk, int wl, int wr, int bm, int bn) {
     }
     if (block_lo >= block_hi) continue;
     const std::int64_t top = (block_hi + bn - 1) / bn - 1;
-    for (std::int64_t t = block_lo / bn; t < top - 1; ++t)
+    for (std::int64_t t = block_lo / bn; t <= top - peeled; ++t)
       for (int r = m0; r < m0 + rows; ++r) {
         const VisibleRange v = visible_keys(r, sq, sk, wl, wr);
         if (v.lo > t * bn || v.hi < (t + 1) * bn) return false;
@@ -109,10 +110,10 @@ TEST(Mask, PlainLoopOnlyWhereTheLoopTilesAreWhole) {
   // Both answers occur (the test would pass vacuously otherwise).
   EXPECT_GT(safe, cases / 20);
   EXPECT_LT(safe, cases);
-  // Square causal shapes are plain where a block's diagonal touches at most two
-  // key tiles (the kernel takes the second apart): 128 x 128, 128 x 64, the wide
-  // 128 x 176 and the 192 x 128 tile; not 128 x 80, where a block's diagonal can
-  // touch three. Softcap, a non-positive scale and varlen with a window never are.
+  // Square causal shapes are plain where a block's diagonal touches no more key
+  // tiles than the kernel peels: 128 x 128 (one), 128 x 64, the wide 128 x 176 and
+  // the 192 x 128 tile (two); not 128 x 80, where a block's diagonal can touch
+  // three. Softcap, a non-positive scale and varlen with a window never are.
   AttnParams p;
   p.seqlen_q = p.seqlen_k = 4096;
   p.window_right = 0;
@@ -122,6 +123,10 @@ TEST(Mask, PlainLoopOnlyWhereTheLoopTilesAreWhole) {
   EXPECT_TRUE(cuda::sm90::plain_loop_safe(p, 192, 128));
   EXPECT_TRUE(cuda::sm90::plain_loop_safe(p, 128, 64));
   EXPECT_FALSE(cuda::sm90::plain_loop_safe(p, 128, 80));
+  // Square tiles peel one: a diagonal shifted off the tile grid is not plain there.
+  p.seqlen_k = 4096 + 64;
+  EXPECT_FALSE(cuda::sm90::plain_loop_safe(p, 128, 128));
+  p.seqlen_k = 4096;
   p.softcap = 30.f;
   EXPECT_FALSE(cuda::sm90::plain_loop_safe(p, 128, 128));
   p.softcap = 0.f;

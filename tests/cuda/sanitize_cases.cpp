@@ -41,6 +41,12 @@ AttnCase make(int d, bool causal, bool det, int wl, float cap, bool varlen, DTyp
   return c;
 }
 
+AttnCase square(AttnCase c, int len) {
+  c.seqlen_q = c.seqlen_k = len;
+  c.label += "_square";
+  return c;
+}
+
 AttnCase large_logits(AttnCase c) {
   c.q_magnitude = 100;
   c.label += "_large_logits";
@@ -59,6 +65,9 @@ int main() {
       make(96, false, true, 40, 0.f, true, DType::f16),    make(128, true, true, -1, 0.f, true, DType::bf16),
       make(192, false, false, -1, 8.f, false, DType::bf16), make(256, true, false, 64, 0.f, false, DType::f16),
       make(64, false, false, 30, 0.f, true, DType::f16),
+      // Square causal on the 128 x 64 tile of d 256: the Hopper plain-loop kernel
+      // takes each block's top two key tiles apart before its loop.
+      square(make(256, true, false, -1, 0.f, false, DType::bf16), 384),
       // Large logits: most rows sit on one key, so the exact-D and fix passes run.
       large_logits(make(128, false, false, -1, 0.f, true, DType::f16)),
       large_logits(make(64, true, true, -1, 0.f, false, DType::bf16)),

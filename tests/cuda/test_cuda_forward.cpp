@@ -111,17 +111,19 @@ TEST(CudaForward, LongKeyCases) {
       }
 }
 
-// Causal diagonals that reach into a query block's second key tile on the wide
-// tiles (fwd_tiles.hpp: 192 x 128 at d 64 from 2K keys, 128 x 176 at d 128 from 8K,
-// 128 x 80 at d 256 from 4K). Every block of these shapes but the first at d 128
-// has its diagonal across two key tiles (three at d 256): a kernel whose key loop
-// skips the mask test must mask all of them before the loop. On other GPUs these
-// are long causal FA2 cases.
+// Causal diagonals that reach into a query block's second key tile on the tiles
+// that are not square (fwd_tiles.hpp: 192 x 128 at d 64 from 2K keys, 128 x 176 at
+// d 128 from 8K, 128 x 80 at d 256 from 4K, 128 x 64 at d 256 below). Every block
+// of these shapes but the first at d 128 has its diagonal across two key tiles
+// (three in some blocks at 128 x 80): the plain-loop kernel, whose key loop skips
+// the mask test, must mask them before the loop. On other GPUs these are long
+// causal FA2 cases.
 TEST(CudaForward, WideTileCausalDiagonals) {
   FLASHPP_REQUIRE_GPU();
   int index = 0;
   for (DType dtype : kGpuDtypes)
-    for (auto [d, len_q, len_k] : {std::tuple{64, 384, 2048}, std::tuple{128, 256, 8192}, std::tuple{256, 256, 4096}}) {
+    for (auto [d, len_q, len_k] : {std::tuple{64, 384, 2048}, std::tuple{128, 256, 8192}, std::tuple{256, 256, 4096},
+                                          std::tuple{256, 512, 512}}) {
       auto rng = make_rng(std::string("CudaForward.WideDiagonals.") + gpu_dtype_name(dtype), std::uint64_t(index++));
       AttnCase c;
       c.label = "wide_diagonals_d" + std::to_string(d);

@@ -248,7 +248,8 @@ __device__ __forceinline__ void tile_softmax(float (&s)[N], float (&row_max)[2],
 constexpr bool half_first_head_dim(int d) { return d == 64 || d == 128; }
 
 // V: the tile variant (fwd_tiles.hpp). Plain: the launcher saw (plain_loop.hpp)
-// that every key tile after a query block's first needs no mask and the score map
+// that every key tile after a query block's first one or two (plain_peeled_tiles)
+// needs no mask and the score map
 // folds, so the key loop's softmax is built without the mask test and the softcap
 // branch: with no branch between the GEMM issue and the softmax, ptxas keeps the
 // wait for P V after the row max instead of before it.
@@ -489,11 +490,12 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
         ring.advance();
 
         --n;
-        if constexpr (Plain) {
-          // On the wide tiles a causal diagonal can reach into the second key tile
-          // too: that tile takes the masked softmax here, after waiting for both
-          // products (no product in flight across its branches), so the loop
-          // below stays branch-free (plain_loop.hpp allows this one tile).
+        if constexpr (Plain && plain_peeled_tiles(BM, BN) == 2) {
+          // On tiles that are not square a causal diagonal can reach into the second
+          // key tile too: that tile takes the masked softmax here, after waiting for
+          // both products (no product in flight across its branches), so the loop
+          // below stays branch-free (plain_loop.hpp allows this one tile). Square
+          // tiles compile without it (plain_peeled_tiles).
           if (n >= kt.lo && tile_needs_mask(m0, rows_q, n * BN, BN, seq, wl, wr)) {
             ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
             turn_sync();

@@ -87,6 +87,14 @@ constexpr FwdTiles fwd_tiles(int d, int variant = 0) {
   }
 }
 
+// Key tiles the plain-loop kernel (plain_loop.hpp) takes apart, with the mask, at
+// the top of a query block's walk: the highest visible one, and where the tile is
+// not square also the one below it, which a causal diagonal of a square call
+// reaches into (128 x 176, 192 x 128, 128 x 64, 128 x 80). Square tiles peel one:
+// the second peel's code, even where it never runs, cost them 1.5-3% (same-run
+// A/B on an H100, docs/tuning.md, eleventh session).
+constexpr int plain_peeled_tiles(int block_m, int block_n) { return block_m == block_n ? 1 : 2; }
+
 constexpr bool fwd_has_variant(int d, int variant) { return fwd_tiles(d, variant).head_dim != 0; }
 
 // The variant the library runs for head dim d, key length seqlen_k (the longest

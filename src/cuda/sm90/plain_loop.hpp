@@ -1,7 +1,8 @@
 #pragma once
 // Whether a Hopper forward call may run the plain-loop kernel (fwd_kernel's Plain):
-// every key tile after a query block's first two (its highest visible ones, which
-// the kernel takes apart when they need a mask) is seen whole by every row of the block, and the score map
+// every key tile after the ones a query block's walk takes apart at its top (its
+// highest visible one, and on tiles that are not square the one below it too:
+// plain_peeled_tiles) is seen whole by every row of the block, and the score map
 // folds into the exponent (no softcap, a positive scale). Its key loop then has
 // no branch between a consumer's GEMM issue and its softmax, which is what lets
 // ptxas keep the wait for the P V product after the row max instead of before it
@@ -10,6 +11,7 @@
 
 #include "common/mask.hpp"
 #include "common/params.hpp"
+#include "cuda/sm90/fwd_tiles.hpp"
 
 namespace flashpp::cuda::sm90 {
 
@@ -21,16 +23,17 @@ inline bool plain_loop_safe(const AttnParams& p, int block_m, int block_n) {
   // A left window masks the lowest tiles; varlen batches have per-sequence
   // diagonals the host does not see.
   if (p.window_left >= 0 || p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr) return false;
-  // Right window (causal): the kernel takes each query block's highest visible key
-  // tile apart, and the one below it too where that needs a mask (wide tiles: a
-  // diagonal of block_m rows can reach into it), and loops over the rest. Visible
-  // ranges are monotone in the row, so if the third tile from the top is whole, so
-  // are all lower ones (without a left window every row's range starts at key 0).
+  // Right window (causal): the kernel takes each query block's top `peeled` visible
+  // key tiles apart and loops over the rest. Visible ranges are monotone in the
+  // row, so if the highest tile below the peeled ones is whole, so are all lower
+  // ones (without a left window every row's range starts at key 0).
+  const int peeled = plain_peeled_tiles(block_m, block_n);
   for (int m0 = 0; m0 < p.seqlen_q; m0 += block_m) {
     const int rows = std::min(block_m, p.seqlen_q - m0);
     const KeyTileRange kt = key_tile_range(m0, rows, p.seqlen_q, p.seqlen_k, block_n, p.window_left, p.window_right);
-    if (kt.hi - 2 > kt.lo && tile_needs_mask(m0, rows, (kt.hi - 3) * block_n, block_n,
-                                             SeqLengths{p.seqlen_q, p.seqlen_k}, p.window_left, p.window_right))
+    const int below = kt.hi - 1 - peeled;
+    if (below >= kt.lo && tile_needs_mask(m0, rows, below * block_n, block_n,
+                                          SeqLengths{p.seqlen_q, p.seqlen_k}, p.window_left, p.window_right))
       return false;
   }
   return true;
