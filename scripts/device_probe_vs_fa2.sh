@@ -6,6 +6,8 @@
 # stall reasons say what ours does differently.
 # FLASHPP_VS_FA2: "pass,hdim,N,causal" list (default bwd,256,16384,0 bwd,64,16384,0 fwd,256,16384,0).
 # FLASHPP_VS_FA2_PEER=0 profiles ours only (the peer's numbers from an earlier run still hold).
+# FLASHPP_VS_FA2_SOURCE=1 adds the per-instruction stall samples (SourceCounters) and writes each
+# kernel's source page (SASS, CSV) to $OUT/vs_fa2_sass.tar.gz.
 set -uo pipefail
 bench="$BUILD/tests/cuda/flashpp_cuda_bench"
 tmp=$(mktemp -d)
@@ -27,6 +29,7 @@ PY
 sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
   --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats
   --section InstructionStats --section Occupancy --section LaunchStats"
+[ "${FLASHPP_VS_FA2_SOURCE:-0}" = 1 ] && sections+=" --section SourceCounters --import-source no"
 profile() {  # tag, kernel regex, command...
   local tag=$1 kernel=$2
   shift 2
@@ -35,6 +38,10 @@ profile() {  # tag, kernel regex, command...
   echo "ncu $tag rc $?"
   if [ -f "$tmp/$tag.ncu-rep" ]; then
     ncu --import "$tmp/$tag.ncu-rep" --print-details all 2>&1 | grep -v "^==PROF=="
+    if [ "${FLASHPP_VS_FA2_SOURCE:-0}" = 1 ]; then
+      ncu --import "$tmp/$tag.ncu-rep" --page source --print-source sass --csv >"$tmp/sass_$tag.csv" 2>&1
+      echo "source page $tag rc $? ($(wc -l <"$tmp/sass_$tag.csv") lines)"
+    fi
   else
     tail -5 "$tmp/$tag.log"
   fi
@@ -55,4 +62,5 @@ for shape in ${FLASHPP_VS_FA2:-bwd,256,16384,0 bwd,64,16384,0 fwd,256,16384,0}; 
     profile "fa2_$pas$d" flash_fwd_kernel python3 "$tmp/torch_once.py" fwd "$d" "$n" "$causal"
   fi
 done
+(cd "$tmp" && ls sass_*.csv >/dev/null 2>&1 && tar czf "$OUT/vs_fa2_sass.tar.gz" sass_*.csv)
 rm -rf "$tmp"
