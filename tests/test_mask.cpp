@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
 #include "common/mask.hpp"
+#include "common/score_fold.hpp"
 #include "common/params.hpp"
 #include "cuda/sm90/plain_loop.hpp"
 
@@ -139,6 +141,16 @@ TEST(Mask, PlainLoopOnlyWhereTheLoopTilesAreWhole) {
   EXPECT_FALSE(cuda::sm90::plain_loop_safe(p, 128, 128));
   p.window_right = -1;
   EXPECT_TRUE(cuda::sm90::plain_loop_safe(p, 128, 128));
+}
+
+// The one rule for folding the score map into the exponent, which the kernels'
+// ScoreMap and the host's plain-loop test share: no softcap and a positive scale.
+TEST(Mask, ScoreMapFoldsOnlyWithoutSoftcapAndWithAPositiveScale) {
+  EXPECT_TRUE(score_map_folds(false, 0.18f));
+  EXPECT_FALSE(score_map_folds(true, 0.18f));
+  EXPECT_FALSE(score_map_folds(false, 0.f));
+  EXPECT_FALSE(score_map_folds(false, -0.18f));
+  EXPECT_FALSE(score_map_folds(false, std::nanf("")));
 }
 
 }  // namespace

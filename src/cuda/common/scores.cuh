@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/params.hpp"
+#include "common/score_fold.hpp"
 #include "cuda/ptx/math.cuh"
 
 namespace flashpp::cuda {
@@ -25,10 +26,9 @@ struct ScoreMap {
     m.inv_log2sc = m.capped ? 1.f / m.log2sc : 0.f;
     return m;
   }
-  // True when the log2-domain map is a positive multiple of the raw product: the
-  // multiply can then fold into the exponent (FFMA) and maxima of raw products are
-  // maxima of scores. Softcap, or a zero or negative softmax_scale, take apply().
-  __device__ __forceinline__ bool folds() const { return !capped && log2sc > 0.f; }
+  // True when the log2-domain map is a positive multiple of the raw product
+  // (common/score_fold.hpp). Softcap, or a zero or negative softmax_scale, take apply().
+  __device__ __forceinline__ bool folds() const { return score_map_folds(capped, log2sc); }
 
   // Raw products -> log2-domain scores, in place. The softcap test sits outside the
   // element loop so the plain path stays a single multiply per element.

@@ -11,13 +11,14 @@
 
 #include "common/mask.hpp"
 #include "common/params.hpp"
+#include "common/score_fold.hpp"
 #include "cuda/sm90/fwd_tiles.hpp"
 
 namespace flashpp::cuda::sm90 {
 
 inline bool plain_loop_safe(const AttnParams& p, int block_m, int block_n) {
-  // The score map folds (ScoreMap::folds, cuda/common/scores.cuh, device-only).
-  if (!(p.softcap <= 0.f && p.scale_log2 > 0.f)) return false;
+  // The score map folds (the rule ScoreMap::folds applies in the kernel).
+  if (!score_map_folds(p.softcap > 0.f, p.scale_log2)) return false;
   // Without a window only the sequence end masks, inside the highest key tile.
   if (!has_window(p.window_left, p.window_right)) return true;
   // A left window masks the lowest tiles; varlen batches have per-sequence
