@@ -11,6 +11,9 @@
 # older than objects built from the swapped file, so ninja rebuilds nothing.)
 # ab/<name>.env, if present, holds VAR=value lines exported for that version's runs.
 # Writes build-ab/bench_<name>, and build-ab/bench_base (this tree's bench) if absent.
+# FLASHPP_AB_TESTS_<name>=<ctest regex> also builds that version's tests and runs the
+# matching ones (GPU tests of a branch's own kernels, in the same call as its A/B);
+# the summary line goes to the probe output, the log to $OUT/overlay_tests_<name>.log.
 set -uo pipefail
 : "${BUILD:?BUILD, the build folder of this tree, must be set}"
 jobs=$(nproc)
@@ -42,6 +45,18 @@ for dir in ab/*/; do
      cmake --build "build-ab-$name" --target flashpp_cuda_bench -j "$jobs" >>"$log" 2>&1; then
     wrapper "$name" "$PWD/build-ab-$name/$bench" "ab/$name.env"
     echo "overlay $name: $(find "$dir" -type f | wc -l) files, built in $(( $(date +%s) - t0 )) s"
+    tests_var=FLASHPP_AB_TESTS_$name
+    if [ -n "${!tests_var:-}" ]; then
+      tlog=${OUT:-/tmp}/overlay_tests_$name.log
+      if cmake --build "build-ab-$name" -j "$jobs" >>"$log" 2>&1; then
+        timeout 300 ctest --test-dir "build-ab-$name" -R "${!tests_var}" --output-on-failure -j 8 --timeout 240 \
+          >"$tlog" 2>&1
+        echo "overlay $name tests (${!tests_var}): $(grep -E "tests passed" "$tlog" | tail -1)"
+        grep -E "\*\*\*Failed|Failed  " "$tlog" | head -10
+      else
+        echo "overlay $name: test build FAILED"; tail -30 "$log"
+      fi
+    fi
   else
     echo "overlay $name: build FAILED"; tail -30 "$log"
   fi
