@@ -14,6 +14,8 @@
 # FLASHPP_AB_TESTS_<name>=<ctest regex> also builds that version's tests and runs the
 # matching ones (GPU tests of a branch's own kernels, in the same call as its A/B);
 # the summary line goes to the probe output, the log to $OUT/overlay_tests_<name>.log.
+# FLASHPP_AB_SANITIZE_<name>=1 then runs compute-sanitizer memcheck and racecheck on that
+# version's sanitizer cases, under its ab/<name>.env (log: $OUT/overlay_sanitize_<name>.log).
 set -uo pipefail
 : "${BUILD:?BUILD, the build folder of this tree, must be set}"
 jobs=$(nproc)
@@ -53,6 +55,18 @@ for dir in ab/*/; do
           >"$tlog" 2>&1
         echo "overlay $name tests (${!tests_var}): $(grep -E "tests passed" "$tlog" | tail -1)"
         grep -E "\*\*\*Failed|Failed  " "$tlog" | head -10
+        san_var=FLASHPP_AB_SANITIZE_$name
+        if [ "${!san_var:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+          slog=${OUT:-/tmp}/overlay_sanitize_$name.log
+          : >"$slog"
+          envs=()
+          [ -f "ab/$name.env" ] && mapfile -t envs < <(grep -E '^[A-Za-z_][A-Za-z0-9_]*=' "ab/$name.env")
+          for tool in memcheck racecheck; do
+            env "${envs[@]}" timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+              "build-ab-$name/tests/cuda/flashpp_cuda_sanitize_cases" >>"$slog" 2>&1
+            echo "overlay $name $tool: rc $? $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$slog" | tail -1)"
+          done
+        fi
       else
         echo "overlay $name: test build FAILED"; tail -30 "$log"
       fi
