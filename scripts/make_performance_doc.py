@@ -200,7 +200,8 @@ def reference_section(path):
 def newest_grid(paths):
     """The newest run folder among paths (run folders or folders of runs) holding a grid
     table (device_check.sh's grid step): newest date in the folder name first, then an
-    H200 over other GPUs, then the name."""
+    H200 over other GPUs, then the rest of the name with its numbers compared as numbers
+    (session 11 after session 9)."""
     tables = []
     for path in map(Path, paths):
         tables += [path / "grid_table.md"] if (path / "grid_table.md").exists() else list(path.glob("*/grid_table.md"))
@@ -210,7 +211,8 @@ def newest_grid(paths):
         m = re.search(r"(\d{4}-\d{2}-\d{2})(.*)$", folder.name)
         if not m:
             continue
-        key = (m.group(1), folder.name.startswith("h200"), m.group(2))
+        rest = [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", m.group(2))]
+        key = (m.group(1), folder.name.startswith("h200"), rest)
         if best is None or key > best[0]:
             best = (key, folder)
     return best[1] if best else None
