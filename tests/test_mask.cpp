@@ -10,8 +10,8 @@
 #include <string>
 
 #include "common/mask.hpp"
-#include "common/score_fold.hpp"
 #include "common/params.hpp"
+#include "common/score_fold.hpp"
 #include "cuda/sm90/plain_loop.hpp"
 
 namespace flashpp::test {

@@ -249,10 +249,9 @@ constexpr bool half_first_head_dim(int d) { return d == 64 || d == 128; }
 
 // V: the tile variant (fwd_tiles.hpp). Plain: the launcher saw (plain_loop.hpp)
 // that every key tile after a query block's first one or two (plain_peeled_tiles)
-// needs no mask and the score map
-// folds, so the key loop's softmax is built without the mask test and the softcap
-// branch: with no branch between the GEMM issue and the softmax, ptxas keeps the
-// wait for P V after the row max instead of before it.
+// needs no mask and the score map folds, so the key loop's softmax is built without
+// the mask test and the softcap branch: with no branch between the GEMM issue and
+// the softmax, ptxas keeps the wait for P V after the row max instead of before it.
 template <typename T, int D, int V, bool Plain = false>
 __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
     fwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ FwdMaps maps,

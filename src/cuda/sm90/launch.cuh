@@ -79,7 +79,8 @@ inline FwdKnobs fwd_knobs(const AttnParams& p, const LaunchArgs& a, const FwdTil
 // an H100 (three rounds, over the kernel with the generic loop): d 128 unmasked
 // +1.6 / +4.0 / +3.2 / +6.0 / +5.4 / +5.9% at 512 .. 16K, causal +2.4 / +6.4 /
 // +5.3% at 1K / 2K / 4K (8K and up take the 176-key tile, plain with its second
-// key tile peeled: +4.5 / +6% at 8K / 16K, bench/results/h100-2026-12-07-s11-run1); d 256 unmasked +0.7 to +5.1% from 1K, causal +1.2 / +4.2% at 1K / 2K;
+// key tile peeled: +4.5 / +6% at 8K / 16K, bench/results/h100-2026-12-07-s11-run1);
+// d 256 unmasked +0.7 to +5.1% from 1K, causal +1.2 / +4.2% at 1K / 2K;
 // d 64 +0.9 to +2.8% unmasked, causal within +-1%. At 512 keys d 256 lost 1.9%
 // (unmasked) and 2.3% (causal) and d 128 causal 4.4% (a noisy cell), so from
 // 1K keys only, but at d 64 (+2.8 / +1.3% at 512).
