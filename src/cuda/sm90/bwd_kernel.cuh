@@ -1,0 +1,342 @@
+#pragma once
+// Hopper (sm90a) backward main kernel, head dim 64: dK, dV and the dQ accumulator
+// with TMA loads and wgmma. One block per (key block of 128 keys, kv head, batch
+// entry), as the FA2-class backward (sm80/bwd_kernel.cuh), whose preprocessing
+// (D, the short rows' D), dQ conversion and exact-D passes run around it unchanged.
+// Three warpgroups:
+//   producer  (warpgroup 0, warp 0): K and V by TMA once; per 64-query step Q and dO
+//             by TMA into a two-stage ring, and the step's LSE (log2 domain) and D
+//             by its 32 lanes into shared memory;
+//   consumers (warpgroups 1, 2): keys 64c .. 64c + 63 each. Per step:
+//             S^T = K_c Q^T and dP^T = V_c dO^T (wgmma SS, operands as loaded),
+//             P^T = exp2(S^T scale log2(e) - LSE) and dS^T = P^T (dP^T - D) in
+//             registers, dV_c += P^T dO and dK_c += dS^T Q (wgmma RS: P^T and dS^T
+//             as A from registers, dO and Q as B read along their rows), dS^T to
+//             shared memory and dQ += dS_c K_c (wgmma SS, both operands read
+//             along their rows), reduced into the blocked fp32 accumulator.
+// The two consumers share nothing but the loads, so one's elementwise work runs
+// under the other's products. Concentrated rows are flagged as the FA2-class main
+// kernel flags them (sm80/bwd_exact_d.cuh), for the exact-D and fix passes.
+//
+// First version: head dim 64 (head_dim == head_dim_v <= 64), no softcap, a positive
+// scale, fixed-length batches, not the deterministic mode (the registry's
+// select_hopper_backward says which calls it takes).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/params.hpp"
+#include "cuda/common/element.cuh"
+#include "cuda/common/scores.cuh"
+#include "cuda/common/sequence.cuh"
+#include "cuda/ptx/math.cuh"
+#include "cuda/ptx/mbarrier.cuh"
+#include "cuda/ptx/red.cuh"
+#include "cuda/ptx/tma.cuh"
+#include "cuda/ptx/warpgroup.cuh"
+#include "cuda/ptx/wgmma.cuh"
+#include "cuda/sm80/bwd_args.hpp"
+#include "cuda/sm80/bwd_exact_d.cuh"
+#include "cuda/sm90/bwd_tiles.hpp"
+#include "cuda/sm90/tensor_maps.hpp"
+
+namespace flashpp::cuda::sm90 {
+
+// Byte offsets of the block's shared memory from its 1024-aligned base: every
+// tile is one 64-column panel of 128-byte rows (TMA's 128-byte swizzle).
+struct BwdLayout {
+  static constexpr std::uint32_t kv_bytes = kBwdBlockN * 128;  // K or V: 128 rows
+  static constexpr std::uint32_t q_bytes = kBwdBlockM * 128;   // Q or dO of one stage: 64 rows
+  static constexpr std::uint32_t ds_bytes = 64 * 128;          // one dS^T tile: 64 keys x 64 queries
+  static constexpr std::uint32_t k = 0;
+  static constexpr std::uint32_t v = k + kv_bytes;
+  static constexpr std::uint32_t q = v + kv_bytes;                   // stage s at q + s * q_bytes
+  static constexpr std::uint32_t dout = q + kBwdStages * q_bytes;    // stage s at dout + s * q_bytes
+  // Two dS^T tiles per consumer, by step parity: a step's stores then never meet
+  // the previous step's dQ product reading the other tile.
+  static constexpr std::uint32_t ds = dout + kBwdStages * q_bytes;   // consumer c, parity t: ds + (2c + t) ds_bytes
+  static constexpr std::uint32_t lse = ds + 4 * ds_bytes;            // stage s: 64 floats
+  static constexpr std::uint32_t dsum = lse + kBwdStages * kBwdBlockM * 4;
+  static constexpr std::uint32_t bars = dsum + kBwdStages * kBwdBlockM * 4;
+  static constexpr std::uint32_t kv_full = bars;
+  __device__ static constexpr std::uint32_t q_full(int s) { return bars + 8 + 8 * s; }
+  __device__ static constexpr std::uint32_t q_empty(int s) { return bars + 8 + 8 * (kBwdStages + s); }
+  static constexpr std::uint32_t end = bars + 8 + 16 * kBwdStages;
+  static_assert(ds % 1024 == 0 && q % 1024 == 0 && dout % 1024 == 0, "wgmma tiles start on the swizzle atom");
+  static_assert(1024 + end <= kBwdSmemBytes, "the launch's shared memory must hold the layout");
+};
+
+// Named barrier of consumer c's own 128 threads around its dS^T tile (1, 2).
+inline constexpr int kBwdDsBarrier = 1;
+// Arrivals that complete a step's load: the TMA's expect_tx arrive and one per
+// lane of the producer warp after its LSE and D stores.
+inline constexpr std::uint32_t kBwdQFullArrivals = 1 + 32;
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kBwdThreads, 1)
+    bwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdMaps maps,
+               const __grid_constant__ sm80::BwdArgs a) {
+#if FLASHPP_SM90_ENABLED
+  static_assert(D == 64, "the Hopper backward is built for head dim 64");
+  constexpr int BM = kBwdBlockM, BN = kBwdBlockN, ST = kBwdStages;
+  using L = BwdLayout;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const std::uint32_t base = (ptx::smem_u32(smem_raw) + 1023u) & ~1023u;
+  unsigned char* smem = smem_raw + (base - ptx::smem_u32(smem_raw));
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
+
+  const int n_block = int(blockIdx.x), hk = int(blockIdx.y), b = int(blockIdx.z);
+  const SeqRows seq = sequence_rows(p, b);
+  const int n0 = n_block * BN;
+  if (n0 >= seq.len_k) return;  // the whole block
+  const int rows_k = min(BN, seq.len_k - n0);
+  const int wl = p.window_left, wr = p.window_right;
+
+  // Query blocks whose rows see a key of [n0, n0 + rows_k) (as sm80/bwd_kernel.cuh).
+  const std::int64_t shift = std::int64_t(seq.len_k) - seq.len_q;
+  std::int64_t q_lo = 0, q_hi = seq.len_q;
+  if (wr >= 0) q_lo = max(std::int64_t(0), std::int64_t(n0) - shift - wr);
+  if (wl >= 0) q_hi = min(std::int64_t(seq.len_q), std::int64_t(n0) + rows_k - 1 - shift + wl + 1);
+  const int m_lo = int(q_lo / BM);
+  const int n_m = q_hi > q_lo ? int((q_hi + BM - 1) / BM) - m_lo : 0;
+  const int steps = n_m * p.gqa_ratio;
+
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(base + L::kv_full, 1);
+    for (int s = 0; s < ST; ++s) {
+      ptx::mbarrier_init(base + L::q_full(s), kBwdQFullArrivals);
+      ptx::mbarrier_init(base + L::q_empty(s), 8);  // one arrive per consumer warp
+    }
+    ptx::mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---------------- producer ----------------
+    ptx::setmaxnreg_dec<kProducerRegisters>();
+    if (threadIdx.x < 32 && steps > 0) {
+      const int lane = int(threadIdx.x);
+      const int kb = b, qb = b;  // fixed-length batches (varlen takes the FA2-class kernel)
+      const int krow = int(seq.k0) + n0;
+      if (lane == 0) {
+        ptx::tma_prefetch_map(&maps.q);
+        ptx::tma_prefetch_map(&maps.dout);
+        ptx::mbarrier_arrive_expect_tx(base + L::kv_full, 2 * L::kv_bytes);
+        ptx::tma_load_4d(base + L::k, &maps.k, base + L::kv_full, 0, krow, hk, kb);
+        ptx::tma_load_4d(base + L::v, &maps.v, base + L::kv_full, 0, krow, hk, kb);
+      }
+      int h = hk * p.gqa_ratio, m_blk = m_lo;
+      for (int i = 0; i < steps; ++i) {
+        const int s = i % ST;
+        const std::uint32_t parity = std::uint32_t(i / ST) & 1u;
+        const int m0 = m_blk * BM;
+        const int rows = min(BM, seq.len_q - m0);
+        ptx::mbarrier_wait(base + L::q_empty(s), parity ^ 1u);
+        if (lane == 0) {
+          ptx::mbarrier_arrive_expect_tx(base + L::q_full(s), 2 * L::q_bytes);
+          ptx::tma_load_4d(base + L::q + s * L::q_bytes, &maps.q, base + L::q_full(s), 0, int(seq.q0) + m0, h, qb);
+          ptx::tma_load_4d(base + L::dout + s * L::q_bytes, &maps.dout, base + L::q_full(s), 0, int(seq.q0) + m0, h,
+                           qb);
+        }
+        // LSE (log2 domain; +inf past the sequence, so those probabilities are 0)
+        // and D of the step's rows.
+        const float* lse = p.lse + b * p.lse_batch_stride + std::int64_t(h) * p.lse_head_stride + seq.q0 + m0;
+        const float* dsum = a.dsum + std::int64_t(h) * a.dsum_head_stride + seq.q_global0 + m0;
+        float* lse_s = reinterpret_cast<float*>(smem + L::lse) + s * BM;
+        float* dsum_s = reinterpret_cast<float*>(smem + L::dsum) + s * BM;
+#pragma unroll
+        for (int r = lane; r < BM; r += 32) {
+          const bool ok = r < rows;
+          lse_s[r] = lse_to_log2(ok ? lse[r] : 0.f, ok);
+          dsum_s[r] = ok ? dsum[r] : 0.f;
+        }
+        ptx::mbarrier_arrive(base + L::q_full(s));  // release: the stores above
+        if (++m_blk == m_lo + n_m) {
+          m_blk = m_lo;
+          ++h;
+        }
+      }
+    }
+  } else {
+    // ---------------- consumers ----------------
+    ptx::setmaxnreg_inc<kBwdConsumerRegisters>();
+    const int c = wg - 1;
+    const int lane = int(threadIdx.x) & 31, warp = (int(threadIdx.x) >> 5) & 3;
+    const int g = lane >> 2, t4 = lane & 3;
+    const bool leader = lane == 0;
+    const float mul = p.scale_log2;  // the score map folds (no softcap, positive scale)
+
+    // Descriptors. Read along d (K-major): K_c and V_c as A, Q and dO as B of S^T and
+    // dP^T, k-steps of 16 columns = 32 bytes. Read along their rows (MN-major):
+    // Q and dO as B of dK and dV, K_c as B of dQ, dS^T as A of dQ, k-steps of 16
+    // rows = 2048 bytes.
+    const std::uint32_t kc = c * 64 * 128;
+    const ptx::Sw128Desc k_km = ptx::Sw128Desc::make(base + L::k + kc, 16, 1024);
+    const ptx::Sw128Desc v_km = ptx::Sw128Desc::make(base + L::v + kc, 16, 1024);
+    const ptx::Sw128Desc q_km = ptx::Sw128Desc::make(base + L::q, 16, 1024);
+    const ptx::Sw128Desc do_km = ptx::Sw128Desc::make(base + L::dout, 16, 1024);
+    const ptx::Sw128Desc q_mn = ptx::Sw128Desc::make(base + L::q, BM * 128, 1024);
+    const ptx::Sw128Desc do_mn = ptx::Sw128Desc::make(base + L::dout, BM * 128, 1024);
+    const ptx::Sw128Desc k_mn = ptx::Sw128Desc::make(base + L::k + kc, BN * 128, 1024);
+    const std::uint32_t ds_tiles = base + L::ds + 2 * c * L::ds_bytes;
+    const ptx::Sw128Desc ds_mn = ptx::Sw128Desc::make(ds_tiles, 64 * 128, 1024);
+
+    float dv[D / 2], dk[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.f;
+
+    if (steps > 0) ptx::mbarrier_wait(base + L::kv_full, 0);
+    // This thread's keys in the block: rows g and g + 8 of its warp's 16.
+    const int key0 = n0 + c * 64 + warp * 16 + g;
+    int h = hk * p.gqa_ratio, m_blk = m_lo;
+    for (int i = 0; i < steps; ++i) {
+      const int s = i % ST;
+      const std::uint32_t parity = std::uint32_t(i / ST) & 1u;
+      const int m0 = m_blk * BM;
+      const int rows = min(BM, seq.len_q - m0);
+      const std::uint32_t qs = s * L::q_bytes;
+      ptx::mbarrier_wait(base + L::q_full(s), parity);
+
+      // S^T and dP^T (keys x queries).
+      float st[32], dpt[32];
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        ptx::Wgmma<T, 64>::template ss<0, 0>(st, k_km.at(kk * 32), q_km.at(qs + kk * 32), kk > 0 ? 1 : 0);
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        ptx::Wgmma<T, 64>::template ss<0, 0>(dpt, v_km.at(kk * 32), do_km.at(qs + kk * 32), kk > 0 ? 1 : 0);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(st);
+      ptx::fence_registers(dpt);
+
+      // P^T and dS^T. Element 4j + 2hh + e: key key0 + 8hh, query column 8j + 2t4 + e.
+      const float* lse_s = reinterpret_cast<const float*>(smem + L::lse) + s * BM;
+      const float* dsum_s = reinterpret_cast<const float*>(smem + L::dsum) + s * BM;
+      const bool masked = tile_needs_mask(m0, rows, n0, BN, seq, wl, wr);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = 8 * j + 2 * t4 + e;
+          const float l2 = lse_s[col], dd = dsum_s[col];
+          KeyBounds kb{0, 0};
+          if (masked) kb = key_bounds(m0 + col, seq, wl, wr);
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int idx = 4 * j + 2 * hh + e;
+            const bool visible = !masked || kb.has(key0 + 8 * hh);
+            const float pr = visible ? ptx::ex2_approx(fmaf(st[idx], mul, -l2)) : 0.f;
+            st[idx] = pr;
+            dpt[idx] = pr * (dpt[idx] - dd);
+          }
+        }
+      // As A operands (keys x queries, 16 queries per k-step).
+      std::uint32_t pa[4][4], dsa[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          pa[kk][r] = Element<T>::pack(st[8 * kk + 2 * r], st[8 * kk + 2 * r + 1]);
+          dsa[kk][r] = Element<T>::pack(dpt[8 * kk + 2 * r], dpt[8 * kk + 2 * r + 1]);
+        }
+
+      // dV += P^T dO, dK += dS^T Q.
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) ptx::Wgmma<T, D>::template rs<1>(dv, pa[kk], do_mn.at(qs + kk * 2048), 1);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) ptx::Wgmma<T, D>::template rs<1>(dk, dsa[kk], q_mn.at(qs + kk * 2048), 1);
+      ptx::wgmma_commit();
+
+      // Concentrated rows (sm80/bwd_exact_d.cuh): one packed max and one vote; a
+      // warp that holds a stored P of at least the lowest threshold flags the
+      // step's row groups (all of them: its columns span the step's 64 rows).
+      {
+        std::uint32_t top = 0;
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) top = sm80::max_pair<T>(top, pa[kk][r]);
+        float top_lo, top_hi;
+        unpack2<T>(top, top_lo, top_hi);
+        if (__any_sync(0xffffffffu, fmaxf(top_lo, top_hi) >= sm80::kLongRowConcentrated))
+          sm80::flag_query_groups(a, h, seq.q_global0 + m0, rows, lane);
+      }
+
+      // dS^T to this consumer's tile of the step's parity (row = key, 128-byte rows,
+      // 16-byte chunks XOR-swizzled by the row's index in its 8-row atom), then
+      // dQ += dS K_c.
+      const std::uint32_t ds_off = (i & 1) * L::ds_bytes;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int r = warp * 16 + g + 8 * hh;
+          const std::uint32_t addr = ds_tiles + ds_off + r * 128 + ((j ^ (r & 7)) << 4) + 4 * t4;
+          const std::uint32_t v2 = Element<T>::pack(dpt[4 * j + 2 * hh], dpt[4 * j + 2 * hh + 1]);
+          asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v2) : "memory");
+        }
+      ptx::fence_proxy_async_smem();  // generic-proxy stores, read next by wgmma
+      ptx::named_barrier_sync(kBwdDsBarrier + c, 128);
+      float dq[D / 2];
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        ptx::Wgmma<T, D>::template ss<1, 1>(dq, ds_mn.at(ds_off + kk * 2048), k_mn.at(kk * 2048), kk > 0 ? 1 : 0);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(dv);
+      ptx::fence_registers(dk);
+      ptx::fence_registers(dq);
+      // Q, dO, LSE and D of this stage are read.
+      if (leader) ptx::mbarrier_arrive(base + L::q_empty(s));
+
+      // dQ rows warp * 16 + g (+ 8), columns 8j + 2t4 (+1), into the blocked
+      // accumulator (sm80/bwd_args.hpp), rows past the step's end left out.
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = warp * 16 + g + 8 * hh;
+        if (r < rows) {
+          const std::int64_t grow = seq.q_global0 + m0 + r;
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+            ptx::red_add_v2_f32(
+                a.dq_accum + sm80::dq_accum_index(grow, std::int64_t(h) * D + 8 * j + 2 * t4, a.dq_accum_row_stride),
+                dq[4 * j + 2 * hh], dq[4 * j + 2 * hh + 1]);
+        }
+      }
+      if (++m_blk == m_lo + n_m) {
+        m_blk = m_lo;
+        ++h;
+      }
+    }
+
+    // dK (times the softmax scale) and dV of this consumer's keys.
+    T* dk_ptr = static_cast<T*>(p.dk) + b * p.dk_batch_stride + (seq.k0 + n0) * p.dk_row_stride +
+                std::int64_t(hk) * p.dk_head_stride;
+    T* dv_ptr = static_cast<T*>(p.dv) + b * p.dv_batch_stride + (seq.k0 + n0) * p.dv_row_stride +
+                std::int64_t(hk) * p.dv_head_stride;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = c * 64 + warp * 16 + g + 8 * hh;
+      if (r >= rows_k) continue;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int col = 8 * j + 2 * t4;
+        if (col < p.head_dim)
+          *reinterpret_cast<std::uint32_t*>(dk_ptr + std::int64_t(r) * p.dk_row_stride + col) =
+              Element<T>::pack(dk[4 * j + 2 * hh] * p.scale, dk[4 * j + 2 * hh + 1] * p.scale);
+        if (col < p.head_dim_v)
+          *reinterpret_cast<std::uint32_t*>(dv_ptr + std::int64_t(r) * p.dv_row_stride + col) =
+              Element<T>::pack(dv[4 * j + 2 * hh], dv[4 * j + 2 * hh + 1]);
+      }
+    }
+  }
+#endif
+}
+
+}  // namespace flashpp::cuda::sm90
