@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "flashpp/attention.hpp"
 #include "gpu_case_runner.hpp"
 #include "support/attention_case.hpp"
 #include "support/seed.hpp"
@@ -74,10 +75,11 @@ TEST(CudaBackward, HopperKernelTakesHeadDim64WhenAskedFor) {
   AttnTensors t = make_tensors(c, rng, true);
   DeviceCase dev(c, t);
   const AttentionOptions opts = dev.options(nullptr);
-  auto hopper = [](const Selection& s) { return s.backend.rfind("cuda-sm90", 0) == 0; };
-  if (!hopper(select_forward(dev.view(Role::q), dev.view(Role::k), dev.view(Role::v), opts)))
+  auto hopper = [](const flashpp::Selection& s) { return s.backend.rfind("cuda-sm90", 0) == 0; };
+  if (!hopper(flashpp::select_forward(dev.view(Role::q), dev.view(Role::k), dev.view(Role::v), opts)))
     GTEST_SKIP() << "not an sm_90 GPU (the forward does not take the Hopper family)";
-  const Selection s = select_backward(dev.view(Role::q), dev.view(Role::k), dev.view(Role::v), opts);
+  const flashpp::Selection s =
+      flashpp::select_backward(dev.view(Role::q), dev.view(Role::k), dev.view(Role::v), opts);
   EXPECT_TRUE(s.ok) << s.reason;
   EXPECT_TRUE(hopper(s)) << s.backend << ": " << s.reason << " " << s.note;
 }
