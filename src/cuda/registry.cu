@@ -109,6 +109,25 @@ std::string image_problem(const KernelEntry& e, int device, const DeviceFacts& f
   return why;
 }
 
+// The table entry of this family, pass, dtype and head dim into s.entry when the device
+// can run it; otherwise s.reason says why not.
+void take_entry(Selected& s, int arch, Pass pass, ElemType dtype, int d, const DeviceFacts& f, int device) {
+  const KernelEntry* found = nullptr;
+  for (const KernelEntry& e : table())
+    if (e.arch == arch && e.pass == pass && e.dtype == dtype && e.head_dim == d) found = &e;
+  if (found == nullptr) {
+    s.reason = "no kernel compiled for " + s.name;
+    return;
+  }
+  if (found->smem_bytes > f.smem_optin) {
+    s.reason = s.name + " needs " + std::to_string(found->smem_bytes) + " bytes of shared memory per block; device " +
+               std::to_string(device) + " allows " + std::to_string(f.smem_optin);
+    return;
+  }
+  s.reason = image_problem(*found, device, f);
+  if (s.reason.empty()) s.entry = found;
+}
+
 Selected select_fa2(Pass pass, const AttnParams& p, int device) {
   Selected s;
   const int d = sm80::round_head_dim(std::max(p.head_dim, p.head_dim_v));
@@ -137,23 +156,19 @@ Selected select_fa2(Pass pass, const AttnParams& p, int device) {
                " is " + std::to_string(f.major) + "." + std::to_string(f.minor);
     return s;
   }
-  const KernelEntry* found = nullptr;
-  for (const KernelEntry& e : table())
-    if (e.arch == 80 && e.pass == pass && e.dtype == p.dtype && e.head_dim == d) found = &e;
-  if (found == nullptr) {
-    s.reason = "no kernel compiled for " + s.name;
-    return s;
-  }
-  if (found->smem_bytes > f.smem_optin) {
-    s.reason = s.name + " needs " + std::to_string(found->smem_bytes) + " bytes of shared memory per block; device " +
-               std::to_string(device) + " allows " + std::to_string(f.smem_optin);
-    return s;
-  }
-  s.reason = image_problem(*found, device, f);
-  if (s.reason.empty()) s.entry = found;
+  take_entry(s, 80, pass, p.dtype, d, f, device);
   return s;
 }
 
+
+// Why a Hopper family cannot run on this device ("" = it can).
+std::string hopper_device_problem(int device, const DeviceFacts& f, const char* family) {
+  if (!f.error.empty()) return f.error;
+  if (f.major != 9)
+    return std::string(family) + " needs an sm_90 GPU (Hopper); device " + std::to_string(device) + " is " +
+           std::to_string(f.major) + "." + std::to_string(f.minor);
+  return "";
+}
 
 // The Hopper forward, or why it cannot run these arguments ("" reason = use it).
 Selected select_hopper_forward(const AttnParams& p, int device) {
@@ -174,15 +189,8 @@ Selected select_hopper_forward(const AttnParams& p, int device) {
     return s;
   }
   const DeviceFacts f = device_facts(device);
-  if (!f.error.empty()) {
-    s.reason = f.error;
-    return s;
-  }
-  if (f.major != 9) {
-    s.reason = "the FA3-class forward needs an sm_90 GPU (Hopper); device " + std::to_string(device) + " is " +
-               std::to_string(f.major) + "." + std::to_string(f.minor);
-    return s;
-  }
+  s.reason = hopper_device_problem(device, f, "the FA3-class forward");
+  if (!s.reason.empty()) return s;
   const std::int64_t m_blocks = (std::int64_t(p.seqlen_q) + 127) / 128;
   if (m_blocks * p.heads_q * p.batch >= (std::int64_t(1) << 31)) {
     s.reason = "more than 2^31 query tiles";
@@ -190,19 +198,7 @@ Selected select_hopper_forward(const AttnParams& p, int device) {
   }
   s.reason = sm90::tma_problem(p);
   if (!s.reason.empty()) return s;
-  const KernelEntry* found = nullptr;
-  for (const KernelEntry& e : table())
-    if (e.arch == 90 && e.pass == Pass::forward && e.dtype == p.dtype && e.head_dim == d) found = &e;
-  if (found == nullptr) {
-    s.reason = "no kernel compiled for " + s.name;
-    return s;
-  }
-  if (found->smem_bytes > f.smem_optin) {
-    s.reason = s.name + " needs " + std::to_string(found->smem_bytes) + " bytes of shared memory per block";
-    return s;
-  }
-  s.reason = image_problem(*found, device, f);
-  if (s.reason.empty()) s.entry = found;
+  take_entry(s, 90, Pass::forward, p.dtype, d, f, device);
   return s;
 }
 
@@ -246,29 +242,11 @@ Selected select_hopper_backward(const AttnParams& p, int device) {
     return s;
   }
   const DeviceFacts f = device_facts(device);
-  if (!f.error.empty()) {
-    s.reason = f.error;
-    return s;
-  }
-  if (f.major != 9) {
-    s.reason = "the Hopper backward needs an sm_90 GPU";
-    return s;
-  }
+  s.reason = hopper_device_problem(device, f, "the Hopper backward");
+  if (!s.reason.empty()) return s;
   s.reason = sm90::bwd_tma_problem(p);
   if (!s.reason.empty()) return s;
-  const KernelEntry* found = nullptr;
-  for (const KernelEntry& e : table())
-    if (e.arch == 90 && e.pass == Pass::backward && e.dtype == p.dtype && e.head_dim == 64) found = &e;
-  if (found == nullptr) {
-    s.reason = "no kernel compiled for " + s.name;
-    return s;
-  }
-  if (found->smem_bytes > f.smem_optin) {
-    s.reason = s.name + " needs " + std::to_string(found->smem_bytes) + " bytes of shared memory per block";
-    return s;
-  }
-  s.reason = image_problem(*found, device, f);
-  if (s.reason.empty()) s.entry = found;
+  take_entry(s, 90, Pass::backward, p.dtype, 64, f, device);
   return s;
 }
 

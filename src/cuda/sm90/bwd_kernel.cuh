@@ -30,6 +30,7 @@
 #include "common/params.hpp"
 #include "cuda/common/element.cuh"
 #include "cuda/common/scores.cuh"
+#include "cuda/common/query_blocks.cuh"
 #include "cuda/common/sequence.cuh"
 #include "cuda/ptx/math.cuh"
 #include "cuda/ptx/mbarrier.cuh"
@@ -68,6 +69,18 @@ struct BwdLayout {
   static_assert(1024 + end <= kBwdSmemBytes, "the launch's shared memory must hold the layout");
 };
 
+// A key block's steps: the query blocks [first, end) of each query head of the kv
+// head's group in turn (the producer and the consumers walk them alike).
+struct StepWalk {
+  int h, m_blk, first, end;
+  __device__ __forceinline__ void advance() {
+    if (++m_blk == end) {
+      m_blk = first;
+      ++h;
+    }
+  }
+};
+
 // Named barrier of consumer c's own 128 threads around its dS^T tile (1, 2).
 inline constexpr int kBwdDsBarrier = 1;
 // Arrivals that complete a step's load: the TMA's expect_tx arrive and one per
@@ -94,13 +107,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   const int rows_k = min(BN, seq.len_k - n0);
   const int wl = p.window_left, wr = p.window_right;
 
-  // Query blocks whose rows see a key of [n0, n0 + rows_k) (as sm80/bwd_kernel.cuh).
-  const std::int64_t shift = std::int64_t(seq.len_k) - seq.len_q;
-  std::int64_t q_lo = 0, q_hi = seq.len_q;
-  if (wr >= 0) q_lo = max(std::int64_t(0), std::int64_t(n0) - shift - wr);
-  if (wl >= 0) q_hi = min(std::int64_t(seq.len_q), std::int64_t(n0) + rows_k - 1 - shift + wl + 1);
-  const int m_lo = int(q_lo / BM);
-  const int n_m = q_hi > q_lo ? int((q_hi + BM - 1) / BM) - m_lo : 0;
+  // Query blocks whose rows see a key of [n0, n0 + rows_k).
+  const QueryBlocks qb_range = query_blocks_seeing(seq, n0, rows_k, BM, wl, wr);
+  const int m_lo = qb_range.first, n_m = qb_range.count;
   const int steps = n_m * p.gqa_ratio;
 
   if (threadIdx.x == 0) {
@@ -127,11 +136,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         ptx::tma_load_4d(base + L::k, &maps.k, base + L::kv_full, 0, krow, hk, kb);
         ptx::tma_load_4d(base + L::v, &maps.v, base + L::kv_full, 0, krow, hk, kb);
       }
-      int h = hk * p.gqa_ratio, m_blk = m_lo;
+      StepWalk walk{hk * p.gqa_ratio, m_lo, m_lo, m_lo + n_m};
       for (int i = 0; i < steps; ++i) {
         const int s = i % ST;
         const std::uint32_t parity = std::uint32_t(i / ST) & 1u;
-        const int m0 = m_blk * BM;
+        const int h = walk.h, m0 = walk.m_blk * BM;
         const int rows = min(BM, seq.len_q - m0);
         ptx::mbarrier_wait(base + L::q_empty(s), parity ^ 1u);
         if (lane == 0) {
@@ -153,10 +162,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
           dsum_s[r] = ok ? dsum[r] : 0.f;
         }
         ptx::mbarrier_arrive(base + L::q_full(s));  // release: the stores above
-        if (++m_blk == m_lo + n_m) {
-          m_blk = m_lo;
-          ++h;
-        }
+        walk.advance();
       }
     }
   } else {
@@ -190,11 +196,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     if (steps > 0) ptx::mbarrier_wait(base + L::kv_full, 0);
     // This thread's keys in the block: rows g and g + 8 of its warp's 16.
     const int key0 = n0 + c * 64 + warp * 16 + g;
-    int h = hk * p.gqa_ratio, m_blk = m_lo;
+    StepWalk walk{hk * p.gqa_ratio, m_lo, m_lo, m_lo + n_m};
     for (int i = 0; i < steps; ++i) {
       const int s = i % ST;
       const std::uint32_t parity = std::uint32_t(i / ST) & 1u;
-      const int m0 = m_blk * BM;
+      const int h = walk.h, m0 = walk.m_blk * BM;
       const int rows = min(BM, seq.len_q - m0);
       const std::uint32_t qs = s * L::q_bytes;
       ptx::mbarrier_wait(base + L::q_full(s), parity);
@@ -309,10 +315,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
                 dq[4 * j + 2 * hh], dq[4 * j + 2 * hh + 1]);
         }
       }
-      if (++m_blk == m_lo + n_m) {
-        m_blk = m_lo;
-        ++h;
-      }
+      walk.advance();
     }
 
     // dK (times the softmax scale) and dV of this consumer's keys.
