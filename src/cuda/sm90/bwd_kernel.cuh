@@ -12,10 +12,11 @@
 //             P^T = exp2(S^T scale log2(e) - LSE) and dS^T = P^T (dP^T - D) in
 //             registers, dV_c += P^T dO and dK_c += dS^T Q (wgmma RS: P^T and dS^T
 //             as A from registers, dO and Q as B read along their rows), dS^T to
-//             shared memory and dQ += dS_c K_c (wgmma SS, both operands read
-//             along their rows), reduced into the blocked fp32 accumulator.
-// The two consumers share nothing but the loads, so one's elementwise work runs
-// under the other's products. Concentrated rows are flagged as the FA2-class main
+//             the step's shared 128-key panel; after a barrier of both consumers,
+//             dQ[:, 32c ..] += dS K[:, 32c ..] (wgmma SS, both operands read along
+//             their rows, all 128 keys), reduced into the blocked fp32 accumulator.
+// The consumers meet once per step, at the dS^T panel; the rest of a step's
+// elementwise work runs under the other's products. Concentrated rows are flagged as the FA2-class main
 // kernel flags them (sm80/bwd_exact_d.cuh), for the exact-D and fix passes.
 //
 // First version: head dim 64 (head_dim == head_dim_v <= 64), no softcap, a positive
@@ -55,9 +56,10 @@ struct BwdLayout {
   static constexpr std::uint32_t v = k + kv_bytes;
   static constexpr std::uint32_t q = v + kv_bytes;                   // stage s at q + s * q_bytes
   static constexpr std::uint32_t dout = q + kBwdStages * q_bytes;    // stage s at dout + s * q_bytes
-  // Two dS^T tiles per consumer, by step parity: a step's stores then never meet
-  // the previous step's dQ product reading the other tile.
-  static constexpr std::uint32_t ds = dout + kBwdStages * q_bytes;   // consumer c, parity t: ds + (2c + t) ds_bytes
+  // Two dS^T panels of the block's 128 keys, by step parity (consumer c writes rows
+  // 64c .. 64c + 63): a step's stores then never meet the previous step's dQ
+  // products, which read the other panel.
+  static constexpr std::uint32_t ds = dout + kBwdStages * q_bytes;   // parity t, consumer c: ds + (2t + c) ds_bytes
   static constexpr std::uint32_t lse = ds + 4 * ds_bytes;            // stage s: 64 floats
   static constexpr std::uint32_t dsum = lse + kBwdStages * kBwdBlockM * 4;
   static constexpr std::uint32_t bars = dsum + kBwdStages * kBwdBlockM * 4;
@@ -81,7 +83,7 @@ struct StepWalk {
   }
 };
 
-// Named barrier of consumer c's own 128 threads around its dS^T tile (1, 2).
+// Named barrier of the two consumers' 256 threads: the step's dS^T panel is whole.
 inline constexpr int kBwdDsBarrier = 1;
 // Arrivals that complete a step's load: the TMA's expect_tx arrive and one per
 // lane of the producer warp after its LSE and D stores.
@@ -176,7 +178,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 
     // Descriptors. Read along d (K-major): K_c and V_c as A, Q and dO as B of S^T and
     // dP^T, k-steps of 16 columns = 32 bytes. Read along their rows (MN-major):
-    // Q and dO as B of dK and dV, K_c as B of dQ, dS^T as A of dQ, k-steps of 16
+    // Q and dO as B of dK and dV, K's column half as B of dQ, dS^T as A of dQ, k-steps of 16
     // rows = 2048 bytes.
     const std::uint32_t kc = c * 64 * 128;
     const ptx::Sw128Desc k_km = ptx::Sw128Desc::make(base + L::k + kc, 16, 1024);
@@ -185,9 +187,12 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     const ptx::Sw128Desc do_km = ptx::Sw128Desc::make(base + L::dout, 16, 1024);
     const ptx::Sw128Desc q_mn = ptx::Sw128Desc::make(base + L::q, BM * 128, 1024);
     const ptx::Sw128Desc do_mn = ptx::Sw128Desc::make(base + L::dout, BM * 128, 1024);
-    const ptx::Sw128Desc k_mn = ptx::Sw128Desc::make(base + L::k + kc, BN * 128, 1024);
-    const std::uint32_t ds_tiles = base + L::ds + 2 * c * L::ds_bytes;
-    const ptx::Sw128Desc ds_mn = ptx::Sw128Desc::make(ds_tiles, 64 * 128, 1024);
+    // dQ is split by columns: consumer c takes dQ[:, 32c .. 32c + 31] over all 128
+    // keys, so each dQ element is reduced once per step and block. Its B, K's
+    // columns from 32c on, starts 64c bytes into K's swizzled rows.
+    const ptx::Sw128Desc kq_mn = ptx::Sw128Desc::make(base + L::k + 64 * c, BN * 128, 1024);
+    const std::uint32_t ds_rows = base + L::ds + c * L::ds_bytes;  // this consumer's rows, parity 0
+    const ptx::Sw128Desc ds_mn = ptx::Sw128Desc::make(base + L::ds, 64 * 128, 1024);
 
     float dv[D / 2], dk[D / 2];
 #pragma unroll
@@ -273,26 +278,27 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
           sm80::flag_query_groups(a, h, seq.q_global0 + m0, rows, lane);
       }
 
-      // dS^T to this consumer's tile of the step's parity (row = key, 128-byte rows,
+      // dS^T to this consumer's rows of the step's panel (row = key, 128-byte rows,
       // 16-byte chunks XOR-swizzled by the row's index in its 8-row atom), then
-      // dQ += dS K_c.
-      const std::uint32_t ds_off = (i & 1) * L::ds_bytes;
+      // dQ[:, 32c ..] += dS K[:, 32c ..] over the panel's 128 keys.
+      const std::uint32_t ds_off = (i & 1) * 2 * L::ds_bytes;
 #pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
           const int r = warp * 16 + g + 8 * hh;
-          const std::uint32_t addr = ds_tiles + ds_off + r * 128 + ((j ^ (r & 7)) << 4) + 4 * t4;
+          const std::uint32_t addr = ds_rows + ds_off + r * 128 + ((j ^ (r & 7)) << 4) + 4 * t4;
           const std::uint32_t v2 = Element<T>::pack(dpt[4 * j + 2 * hh], dpt[4 * j + 2 * hh + 1]);
           asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v2) : "memory");
         }
       ptx::fence_proxy_async_smem();  // generic-proxy stores, read next by wgmma
-      ptx::named_barrier_sync(kBwdDsBarrier + c, 128);
-      float dq[D / 2];
+      ptx::named_barrier_sync(kBwdDsBarrier, 256);
+      float dq[D / 4];
       ptx::wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        ptx::Wgmma<T, D>::template ss<1, 1>(dq, ds_mn.at(ds_off + kk * 2048), k_mn.at(kk * 2048), kk > 0 ? 1 : 0);
+      for (int kk = 0; kk < BN / 16; ++kk)
+        ptx::Wgmma<T, D / 2>::template ss<1, 1>(dq, ds_mn.at(ds_off + kk * 2048), kq_mn.at(kk * 2048),
+                                                kk > 0 ? 1 : 0);
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
       ptx::fence_registers(dv);
@@ -301,7 +307,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       // Q, dO, LSE and D of this stage are read.
       if (leader) ptx::mbarrier_arrive(base + L::q_empty(s));
 
-      // dQ rows warp * 16 + g (+ 8), columns 8j + 2t4 (+1), into the blocked
+      // dQ rows warp * 16 + g (+ 8), columns 32c + 8j + 2t4 (+1), into the blocked
       // accumulator (sm80/bwd_args.hpp), rows past the step's end left out.
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
@@ -309,9 +315,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         if (r < rows) {
           const std::int64_t grow = seq.q_global0 + m0 + r;
 #pragma unroll
-          for (int j = 0; j < 8; ++j)
+          for (int j = 0; j < 4; ++j)
             ptx::red_add_v2_f32(
-                a.dq_accum + sm80::dq_accum_index(grow, std::int64_t(h) * D + 8 * j + 2 * t4, a.dq_accum_row_stride),
+                a.dq_accum + sm80::dq_accum_index(grow, std::int64_t(h) * D + 32 * c + 8 * j + 2 * t4,
+                                                  a.dq_accum_row_stride),
                 dq[4 * j + 2 * hh], dq[4 * j + 2 * hh + 1]);
         }
       }
