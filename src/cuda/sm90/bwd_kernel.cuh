@@ -304,7 +304,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::fence_registers(dv);
       ptx::fence_registers(dk);
       ptx::fence_registers(dq);
-      // Q, dO, LSE and D of this stage are read.
+      // Q, dO, LSE and D of this stage are read (every lane's reads, then the leader's
+      // arrive).
+      __syncwarp();
       if (leader) ptx::mbarrier_arrive(base + L::q_empty(s));
 
       // dQ rows warp * 16 + g (+ 8), columns 32c + 8j + 2t4 (+1), into the blocked
