@@ -15,8 +15,9 @@
 //             the step's shared 128-key panel; after a barrier of both consumers,
 //             dQ[:, 32c ..] += dS K[:, 32c ..] (wgmma SS, both operands read along
 //             their rows, all 128 keys), reduced into the blocked fp32 accumulator.
-// The consumers meet once per step, at the dS^T panel; the rest of a step's
-// elementwise work runs under the other's products. Concentrated rows are flagged as the FA2-class main
+// A step's dQ products are issued at the next step, behind its S^T and dP^T, and
+// reduced at that step's end, so they run under the elementwise work; the consumers
+// meet once per step, at the dS^T panel's mbarrier, a step after writing it. Concentrated rows are flagged as the FA2-class main
 // kernel flags them (sm80/bwd_exact_d.cuh), for the exact-D and fix passes.
 //
 // First version: head dim 64 (head_dim == head_dim_v <= 64), no softcap, a positive
@@ -27,6 +28,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/params.hpp"
 #include "cuda/common/element.cuh"
@@ -56,17 +58,19 @@ struct BwdLayout {
   static constexpr std::uint32_t v = k + kv_bytes;
   static constexpr std::uint32_t q = v + kv_bytes;                   // stage s at q + s * q_bytes
   static constexpr std::uint32_t dout = q + kBwdStages * q_bytes;    // stage s at dout + s * q_bytes
-  // Two dS^T panels of the block's 128 keys, by step parity (consumer c writes rows
-  // 64c .. 64c + 63): a step's stores then never meet the previous step's dQ
-  // products, which read the other panel.
-  static constexpr std::uint32_t ds = dout + kBwdStages * q_bytes;   // parity t, consumer c: ds + (2t + c) ds_bytes
-  static constexpr std::uint32_t lse = ds + 4 * ds_bytes;            // stage s: 64 floats
+  // kBwdPanels dS^T panels of the block's 128 keys, step i in panel i % kBwdPanels
+  // (consumer c writes rows 64c .. 64c + 63). A step's dQ products run until the
+  // next step's end, so a panel is rewritten three steps later (see the loop).
+  static constexpr std::uint32_t ds = dout + kBwdStages * q_bytes;   // panel t, consumer c: ds + (2t + c) ds_bytes
+  static constexpr std::uint32_t lse = ds + 2 * kBwdPanels * ds_bytes;  // stage s: 64 floats
   static constexpr std::uint32_t dsum = lse + kBwdStages * kBwdBlockM * 4;
   static constexpr std::uint32_t bars = dsum + kBwdStages * kBwdBlockM * 4;
   static constexpr std::uint32_t kv_full = bars;
   __device__ static constexpr std::uint32_t q_full(int s) { return bars + 8 + 8 * s; }
   __device__ static constexpr std::uint32_t q_empty(int s) { return bars + 8 + 8 * (kBwdStages + s); }
-  static constexpr std::uint32_t end = bars + 8 + 16 * kBwdStages;
+  // Panel t holds both consumers' dS^T rows (256 arrivals, one per consumer thread).
+  __device__ static constexpr std::uint32_t panel_full(int t) { return bars + 8 + 16 * kBwdStages + 8 * t; }
+  static constexpr std::uint32_t end = bars + 8 + 16 * kBwdStages + 8 * kBwdPanels;
   static_assert(ds % 1024 == 0 && q % 1024 == 0 && dout % 1024 == 0, "wgmma tiles start on the swizzle atom");
   static_assert(1024 + end <= kBwdSmemBytes, "the launch's shared memory must hold the layout");
 };
@@ -83,8 +87,6 @@ struct StepWalk {
   }
 };
 
-// Named barrier of the two consumers' 256 threads: the step's dS^T panel is whole.
-inline constexpr int kBwdDsBarrier = 1;
 // Arrivals that complete a step's load: the TMA's expect_tx arrive and one per
 // lane of the producer warp after its LSE and D stores.
 inline constexpr std::uint32_t kBwdQFullArrivals = 1 + 32;
@@ -120,6 +122,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::mbarrier_init(base + L::q_full(s), kBwdQFullArrivals);
       ptx::mbarrier_init(base + L::q_empty(s), 8);  // one arrive per consumer warp
     }
+    for (int t = 0; t < kBwdPanels; ++t) ptx::mbarrier_init(base + L::panel_full(t), 256);
     ptx::mbarrier_init_fence();
   }
   __syncthreads();
@@ -194,15 +197,55 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     const std::uint32_t ds_rows = base + L::ds + c * L::ds_bytes;  // this consumer's rows, parity 0
     const ptx::Sw128Desc ds_mn = ptx::Sw128Desc::make(base + L::ds, 64 * 128, 1024);
 
+    // Written first by the first step's products (scale-d 0), zero without steps.
     float dv[D / 2], dk[D / 2];
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.f;
+    ptx::fresh_registers(dv);
+    ptx::fresh_registers(dk);
 
     if (steps > 0) ptx::mbarrier_wait(base + L::kv_full, 0);
     // This thread's keys in the block: rows g and g + 8 of its warp's 16.
     const int key0 = n0 + c * 64 + warp * 16 + g;
+    // The previous step's dQ (consumer c's 32 columns), its products issued by
+    // issue_dq and its reductions by reduce_dq one step later.
+    struct PrevStep {
+      int panel;
+      std::uint32_t panel_parity;
+      int stage, h, m0, rows;
+    } prev{0, 0, 0, 0, 0, 0};
+    float dq[D / 4];
+    auto issue_dq = [&](int panel) {
+      const std::uint32_t off = panel * 2 * L::ds_bytes;
+      ptx::fresh_registers(dq);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        ptx::Wgmma<T, D / 2>::template ss<1, 1>(dq, ds_mn.at(off + kk * 2048), kq_mn.at(kk * 2048), kk > 0 ? 1 : 0);
+      ptx::wgmma_commit();
+    };
+    // dQ rows warp * 16 + g (+ 8), columns 32c + 8j + 2t4 (+1), into the blocked
+    // accumulator (sm80/bwd_args.hpp), rows past the step's end left out.
+    auto reduce_dq = [&](int h, int m0, int rows) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = warp * 16 + g + 8 * hh;
+        if (r < rows) {
+          const std::int64_t grow = seq.q_global0 + m0 + r;
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            ptx::red_add_v2_f32(
+                a.dq_accum + sm80::dq_accum_index(grow, std::int64_t(h) * D + 32 * c + 8 * j + 2 * t4,
+                                                  a.dq_accum_row_stride),
+                dq[4 * j + 2 * hh], dq[4 * j + 2 * hh + 1]);
+        }
+      }
+    };
     StepWalk walk{hk * p.gqa_ratio, m_lo, m_lo, m_lo + n_m};
-    for (int i = 0; i < steps; ++i) {
+    // One step; the first is peeled (no dQ of a previous step), so that every wgmma
+    // wait of the loop retires the same groups on every path and ptxas can keep the
+    // products asynchronous. Groups in flight at a later step's top: the previous
+    // dV, dK.
+    auto step = [&](int i, auto first) {
+      constexpr bool kFirst = decltype(first)::value;
       const int s = i % ST;
       const std::uint32_t parity = std::uint32_t(i / ST) & 1u;
       const int h = walk.h, m0 = walk.m_blk * BM;
@@ -212,6 +255,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 
       // S^T and dP^T (keys x queries).
       float st[32], dpt[32];
+      ptx::fresh_registers(st);
+      ptx::fresh_registers(dpt);
       ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
@@ -220,9 +265,25 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       for (int kk = 0; kk < D / 16; ++kk)
         ptx::Wgmma<T, 64>::template ss<0, 0>(dpt, v_km.at(kk * 32), do_km.at(qs + kk * 32), kk > 0 ? 1 : 0);
       ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::fence_registers(st);
-      ptx::fence_registers(dpt);
+      if constexpr (!kFirst) {
+        // The previous step's dQ, queued behind this step's S^T and dP^T: it runs
+        // under this step's elementwise work and is reduced at the step's end.
+        ptx::mbarrier_wait(base + L::panel_full(prev.panel), prev.panel_parity);
+        issue_dq(prev.panel);
+        ptx::wgmma_wait<1>();  // S^T, dP^T (and the previous dV, dK) done; dQ in flight
+        ptx::fence_registers(st);
+        ptx::fence_registers(dpt);
+        ptx::fence_registers(dv);
+        ptx::fence_registers(dk);
+        // The previous step's Q, dO, LSE and D are read (every lane's reads, then the
+        // leader's arrive).
+        __syncwarp();
+        if (leader) ptx::mbarrier_arrive(base + L::q_empty(prev.stage));
+      } else {
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(st);
+        ptx::fence_registers(dpt);
+      }
 
       // P^T and dS^T. Element 4j + 2hh + e: key key0 + 8hh, query column 8j + 2t4 + e.
       const float* lse_s = reinterpret_cast<const float*>(smem + L::lse) + s * BM;
@@ -258,9 +319,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       // dV += P^T dO, dK += dS^T Q.
       ptx::wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) ptx::Wgmma<T, D>::template rs<1>(dv, pa[kk], do_mn.at(qs + kk * 2048), 1);
+      for (int kk = 0; kk < 4; ++kk)
+        ptx::Wgmma<T, D>::template rs<1>(dv, pa[kk], do_mn.at(qs + kk * 2048), kFirst && kk == 0 ? 0 : 1);
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) ptx::Wgmma<T, D>::template rs<1>(dk, dsa[kk], q_mn.at(qs + kk * 2048), 1);
+      for (int kk = 0; kk < 4; ++kk)
+        ptx::Wgmma<T, D>::template rs<1>(dk, dsa[kk], q_mn.at(qs + kk * 2048), kFirst && kk == 0 ? 0 : 1);
       ptx::wgmma_commit();
 
       // Concentrated rows (sm80/bwd_exact_d.cuh): one packed max and one vote; a
@@ -279,9 +342,13 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       }
 
       // dS^T to this consumer's rows of the step's panel (row = key, 128-byte rows,
-      // 16-byte chunks XOR-swizzled by the row's index in its 8-row atom), then
-      // dQ[:, 32c ..] += dS K[:, 32c ..] over the panel's 128 keys.
-      const std::uint32_t ds_off = (i & 1) * 2 * L::ds_bytes;
+      // 16-byte chunks XOR-swizzled by the row's index in its 8-row atom); the next
+      // step issues dQ[:, 32c ..] += dS K[:, 32c ..] over the panel's 128 keys. The
+      // panel was last read by step i - kBwdPanels's dQ products, which both
+      // consumers waited for (step i - 2's end) before their arrivals on step
+      // i - 1's panel, which this thread waited for.
+      const int panel = i % kBwdPanels;
+      const std::uint32_t ds_off = panel * 2 * L::ds_bytes;
 #pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -292,39 +359,29 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
           asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v2) : "memory");
         }
       ptx::fence_proxy_async_smem();  // generic-proxy stores, read next by wgmma
-      ptx::named_barrier_sync(kBwdDsBarrier, 256);
-      float dq[D / 4];
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)
-        ptx::Wgmma<T, D / 2>::template ss<1, 1>(dq, ds_mn.at(ds_off + kk * 2048), kq_mn.at(kk * 2048),
-                                                kk > 0 ? 1 : 0);
-      ptx::wgmma_commit();
+      ptx::mbarrier_arrive(base + L::panel_full(panel));
+
+      if constexpr (!kFirst) {
+        ptx::wgmma_wait<1>();  // the previous step's dQ done; this step's dV, dK in flight
+        ptx::fence_registers(dq);
+        reduce_dq(prev.h, prev.m0, prev.rows);
+      }
+      prev = {panel, std::uint32_t(i / kBwdPanels) & 1u, s, h, m0, rows};
+      walk.advance();
+    };
+    if (steps > 0) {
+      step(0, std::true_type{});
+      for (int i = 1; i < steps; ++i) step(i, std::false_type{});
+      ptx::mbarrier_wait(base + L::panel_full(prev.panel), prev.panel_parity);
+      issue_dq(prev.panel);
       ptx::wgmma_wait<0>();
       ptx::fence_registers(dv);
       ptx::fence_registers(dk);
       ptx::fence_registers(dq);
-      // Q, dO, LSE and D of this stage are read (every lane's reads, then the leader's
-      // arrive).
-      __syncwarp();
-      if (leader) ptx::mbarrier_arrive(base + L::q_empty(s));
-
-      // dQ rows warp * 16 + g (+ 8), columns 32c + 8j + 2t4 (+1), into the blocked
-      // accumulator (sm80/bwd_args.hpp), rows past the step's end left out.
+      reduce_dq(prev.h, prev.m0, prev.rows);
+    } else {
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int r = warp * 16 + g + 8 * hh;
-        if (r < rows) {
-          const std::int64_t grow = seq.q_global0 + m0 + r;
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            ptx::red_add_v2_f32(
-                a.dq_accum + sm80::dq_accum_index(grow, std::int64_t(h) * D + 32 * c + 8 * j + 2 * t4,
-                                                  a.dq_accum_row_stride),
-                dq[4 * j + 2 * hh], dq[4 * j + 2 * hh + 1]);
-        }
-      }
-      walk.advance();
+      for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.f;
     }
 
     // dK (times the softmax scale) and dV of this consumer's keys.
