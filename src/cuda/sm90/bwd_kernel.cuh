@@ -5,7 +5,7 @@
 // (D, the short rows' D), dQ conversion and exact-D passes run around it unchanged.
 // Three warpgroups:
 //   producer  (warpgroup 0, warp 0): K and V by TMA once; per 64-query step Q and dO
-//             by TMA into a two-stage ring, and the step's LSE (log2 domain) and D
+//             by TMA into a three-stage ring, and the step's LSE (log2 domain) and D
 //             by its 32 lanes into shared memory;
 //   consumers (warpgroups 1, 2): keys 64c .. 64c + 63 each. Per step:
 //             S^T = K_c Q^T and dP^T = V_c dO^T (wgmma SS, operands as loaded),

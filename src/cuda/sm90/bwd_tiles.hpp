@@ -1,6 +1,6 @@
 #pragma once
 // Shape of the Hopper backward (bwd_kernel.cuh): one block per 128-key block, one
-// producer and two consumer warpgroups, 64-query steps through a two-stage ring.
+// producer and two consumer warpgroups, 64-query steps through a three-stage ring.
 #include <cstddef>
 
 #include "cuda/sm90/fwd_tiles.hpp"  // kProducerRegisters, kSmemLimit
@@ -9,7 +9,7 @@ namespace flashpp::cuda::sm90 {
 
 inline constexpr int kBwdBlockN = 128;  // keys per block: 64 per consumer warpgroup
 inline constexpr int kBwdBlockM = 64;   // queries per step
-inline constexpr int kBwdStages = 2;    // Q / dO / LSE / D buffers
+inline constexpr int kBwdStages = 3;    // Q / dO / LSE / D buffers (a stage is freed a step late)
 inline constexpr int kBwdPanels = 3;    // dS^T panels (bwd_kernel.cuh says why three)
 inline constexpr int kBwdThreads = 384;
 // What a consumer raises itself to: the launch allocation (168 per thread) less the
