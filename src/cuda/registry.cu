@@ -9,8 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/score_fold.hpp"
 #include "cuda/check.hpp"
 #include "cuda/sm80/tile_configs.hpp"
+#include "cuda/sm90/bwd_tiles.hpp"
 #include "cuda/sm90/fwd_tiles.hpp"
 #include "cuda/sm90/tensor_maps.hpp"
 
@@ -107,6 +109,25 @@ std::string image_problem(const KernelEntry& e, int device, const DeviceFacts& f
   return why;
 }
 
+// The table entry of this family, pass, dtype and head dim into s.entry when the device
+// can run it; otherwise s.reason says why not.
+void take_entry(Selected& s, int arch, Pass pass, ElemType dtype, int d, const DeviceFacts& f, int device) {
+  const KernelEntry* found = nullptr;
+  for (const KernelEntry& e : table())
+    if (e.arch == arch && e.pass == pass && e.dtype == dtype && e.head_dim == d) found = &e;
+  if (found == nullptr) {
+    s.reason = "no kernel compiled for " + s.name;
+    return;
+  }
+  if (found->smem_bytes > f.smem_optin) {
+    s.reason = s.name + " needs " + std::to_string(found->smem_bytes) + " bytes of shared memory per block; device " +
+               std::to_string(device) + " allows " + std::to_string(f.smem_optin);
+    return;
+  }
+  s.reason = image_problem(*found, device, f);
+  if (s.reason.empty()) s.entry = found;
+}
+
 Selected select_fa2(Pass pass, const AttnParams& p, int device) {
   Selected s;
   const int d = sm80::round_head_dim(std::max(p.head_dim, p.head_dim_v));
@@ -135,23 +156,19 @@ Selected select_fa2(Pass pass, const AttnParams& p, int device) {
                " is " + std::to_string(f.major) + "." + std::to_string(f.minor);
     return s;
   }
-  const KernelEntry* found = nullptr;
-  for (const KernelEntry& e : table())
-    if (e.arch == 80 && e.pass == pass && e.dtype == p.dtype && e.head_dim == d) found = &e;
-  if (found == nullptr) {
-    s.reason = "no kernel compiled for " + s.name;
-    return s;
-  }
-  if (found->smem_bytes > f.smem_optin) {
-    s.reason = s.name + " needs " + std::to_string(found->smem_bytes) + " bytes of shared memory per block; device " +
-               std::to_string(device) + " allows " + std::to_string(f.smem_optin);
-    return s;
-  }
-  s.reason = image_problem(*found, device, f);
-  if (s.reason.empty()) s.entry = found;
+  take_entry(s, 80, pass, p.dtype, d, f, device);
   return s;
 }
 
+
+// Why a Hopper family cannot run on this device ("" = it can).
+std::string hopper_device_problem(int device, const DeviceFacts& f, const char* family) {
+  if (!f.error.empty()) return f.error;
+  if (f.major != 9)
+    return std::string(family) + " needs an sm_90 GPU (Hopper); device " + std::to_string(device) + " is " +
+           std::to_string(f.major) + "." + std::to_string(f.minor);
+  return "";
+}
 
 // The Hopper forward, or why it cannot run these arguments ("" reason = use it).
 Selected select_hopper_forward(const AttnParams& p, int device) {
@@ -172,15 +189,8 @@ Selected select_hopper_forward(const AttnParams& p, int device) {
     return s;
   }
   const DeviceFacts f = device_facts(device);
-  if (!f.error.empty()) {
-    s.reason = f.error;
-    return s;
-  }
-  if (f.major != 9) {
-    s.reason = "the FA3-class forward needs an sm_90 GPU (Hopper); device " + std::to_string(device) + " is " +
-               std::to_string(f.major) + "." + std::to_string(f.minor);
-    return s;
-  }
+  s.reason = hopper_device_problem(device, f, "the FA3-class forward");
+  if (!s.reason.empty()) return s;
   const std::int64_t m_blocks = (std::int64_t(p.seqlen_q) + 127) / 128;
   if (m_blocks * p.heads_q * p.batch >= (std::int64_t(1) << 31)) {
     s.reason = "more than 2^31 query tiles";
@@ -188,25 +198,66 @@ Selected select_hopper_forward(const AttnParams& p, int device) {
   }
   s.reason = sm90::tma_problem(p);
   if (!s.reason.empty()) return s;
-  const KernelEntry* found = nullptr;
-  for (const KernelEntry& e : table())
-    if (e.arch == 90 && e.pass == Pass::forward && e.dtype == p.dtype && e.head_dim == d) found = &e;
-  if (found == nullptr) {
-    s.reason = "no kernel compiled for " + s.name;
+  take_entry(s, 90, Pass::forward, p.dtype, d, f, device);
+  return s;
+}
+
+// The Hopper backward (opt-in while it is new: FLASHPP_CUDA_BACKWARD_FAMILY=sm90), or
+// why it cannot run these arguments.
+Selected select_hopper_backward(const AttnParams& p, int device) {
+  Selected s;
+  s.name = std::string("cuda-sm90 bwd ") + dtype_label(p.dtype) + " hdim64";
+  const char* family = std::getenv("FLASHPP_CUDA_BACKWARD_FAMILY");
+  if (family == nullptr || std::strcmp(family, "sm90") != 0) {
+    s.reason = "the Hopper backward runs only with FLASHPP_CUDA_BACKWARD_FAMILY=sm90 (not yet the default)";
     return s;
   }
-  if (found->smem_bytes > f.smem_optin) {
-    s.reason = s.name + " needs " + std::to_string(found->smem_bytes) + " bytes of shared memory per block";
+  if (p.dtype != ElemType::f16 && p.dtype != ElemType::bf16) {
+    s.reason = "the Hopper backward takes float16 or bfloat16";
     return s;
   }
-  s.reason = image_problem(*found, device, f);
-  if (s.reason.empty()) s.entry = found;
+  if (p.head_dim != p.head_dim_v || !sm90::bwd90_head_dim(sm80::round_head_dim(p.head_dim))) {
+    s.reason = "the Hopper backward is built for head dims 33-64 (q/k and v alike), got " +
+               std::to_string(p.head_dim) + " / " + std::to_string(p.head_dim_v);
+    return s;
+  }
+  if (p.batch > 65535 || p.heads_q > 65535) {
+    s.reason = "the Hopper backward takes at most 65535 sequences and heads (grid limit)";
+    return s;
+  }
+  if (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr) {
+    s.reason = "the Hopper backward takes fixed-length batches (varlen runs the FA2-class kernel)";
+    return s;
+  }
+  if (!score_map_folds(p.softcap > 0.f, p.scale_log2)) {
+    s.reason = "the Hopper backward takes no softcap and a positive softmax scale";
+    return s;
+  }
+  if (p.deterministic) {
+    s.reason = "the deterministic mode runs the FA2-class backward";
+    return s;
+  }
+  if (p.partial_keys) {
+    s.reason = "partial-key (ring) backward calls run the FA2-class backward";
+    return s;
+  }
+  const DeviceFacts f = device_facts(device);
+  s.reason = hopper_device_problem(device, f, "the Hopper backward");
+  if (!s.reason.empty()) return s;
+  s.reason = sm90::bwd_tma_problem(p);
+  if (!s.reason.empty()) return s;
+  take_entry(s, 90, Pass::backward, p.dtype, 64, f, device);
   return s;
 }
 
 }  // namespace
 
 Selected select(Pass pass, const AttnParams& p, int device) {
+  if (pass == Pass::backward) {
+    Selected hopper = select_hopper_backward(p, device);
+    if (hopper.entry != nullptr) return hopper;
+    return select_fa2(pass, p, device);
+  }
   if (pass != Pass::forward) return select_fa2(pass, p, device);
   Selected hopper = select_hopper_forward(p, device);
   if (hopper.entry != nullptr) return hopper;

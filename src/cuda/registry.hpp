@@ -25,13 +25,17 @@ struct LaunchArgs {
 
 struct KernelEntry {
   int arch;          // kernel family: 80 = FA2-class (mma.sync), runs on sm80 and newer;
-                     // 90 = FA3-class (TMA + wgmma, sm90a), forward only
+                     // 90 = FA3-class (TMA + wgmma, sm90a): the forward, and the backward
+                     // at head dim 64 (opt-in, FLASHPP_CUDA_BACKWARD_FAMILY=sm90)
   Pass pass;
   ElemType dtype;
   int head_dim;      // compiled head dim; smaller ones round up to it
   std::size_t smem_bytes;
   void (*launch)(const AttnParams&, const LaunchArgs&);
   cudaError_t (*attributes)(cudaFuncAttributes*);  // fails when the build has no code for the device
+  // FA2-class backward entries: the exact-D and fix passes alone (sm80/bwd_exact_d.cuh),
+  // which the Hopper backward's launcher runs after its own main kernel.
+  void (*launch_fix)(const AttnParams&, const LaunchArgs&) = nullptr;
 };
 
 struct Selected {

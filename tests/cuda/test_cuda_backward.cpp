@@ -4,9 +4,11 @@
 // repeatability of the deterministic mode.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <tuple>
 
+#include "flashpp/attention.hpp"
 #include "gpu_case_runner.hpp"
 #include "support/attention_case.hpp"
 #include "support/seed.hpp"
@@ -50,6 +52,37 @@ INSTANTIATE_TEST_SUITE_P(Fixed, CudaBackwardEdge,
                                   "_" + gpu_dtype_name(std::get<0>(info.param)) +
                                   (std::get<2>(info.param) ? "_det" : "_atomic");
                          });
+
+// The "sm90bwd." run of these cases (FLASHPP_CUDA_BACKWARD_FAMILY=sm90) is there for
+// the Hopper backward: on an sm_90 GPU a head dim 64 call must take it, or that run
+// would only repeat the FA2-class cases.
+TEST(CudaBackward, HopperKernelTakesHeadDim64WhenAskedFor) {
+  FLASHPP_REQUIRE_GPU();
+  const char* family = std::getenv("FLASHPP_CUDA_BACKWARD_FAMILY");
+  if (family == nullptr || std::string(family) != "sm90")
+    GTEST_SKIP() << "checked in the sm90bwd. run (FLASHPP_CUDA_BACKWARD_FAMILY=sm90)";
+  AttnCase c;
+  c.label = "hopper_backward_selected";
+  c.dtype = DType::bf16;
+  c.head_dim = c.head_dim_v = 64;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.seqlen_q = 200;
+  c.seqlen_k = 300;
+  c.causal = true;
+  c = on_gpu(c);
+  auto rng = make_rng("CudaBackward.HopperSelected");
+  AttnTensors t = make_tensors(c, rng, true);
+  DeviceCase dev(c, t);
+  const AttentionOptions opts = dev.options(nullptr);
+  auto hopper = [](const flashpp::Selection& s) { return s.backend.rfind("cuda-sm90", 0) == 0; };
+  if (!hopper(flashpp::select_forward(dev.view(Role::q), dev.view(Role::k), dev.view(Role::v), opts)))
+    GTEST_SKIP() << "not an sm_90 GPU (the forward does not take the Hopper family)";
+  const flashpp::Selection s =
+      flashpp::select_backward(dev.view(Role::q), dev.view(Role::k), dev.view(Role::v), opts);
+  EXPECT_TRUE(s.ok) << s.reason;
+  EXPECT_TRUE(hopper(s)) << s.backend << ": " << s.reason << " " << s.note;
+}
 
 // Several key blocks, query blocks and GQA heads per block, at every compiled head dim.
 TEST(CudaBackward, MultiTileCases) {

@@ -152,6 +152,116 @@ TEST(Sm90Ptx, TmaSwizzledLoadAndWgmmaSS) {
   EXPECT_EQ(bad, 0);
 }
 
+// ---------------- wgmma SS with both operands transposed (MN-major) ----------------
+// The Hopper backward's dQ = dS K: D (64 x 64) = A (64 x 64) * B (64 x 64) with A kept as
+// A^T (rows = k, 128-byte rows of 64 m) written by the threads themselves through the
+// 128-byte swizzle (chunk j of row r at chunk j ^ (r % 8)), then made visible to the
+// async proxy, and B loaded by TMA as rows of k (row-major k x n).
+__global__ void __launch_bounds__(128) wgmma_ss_transposed_kernel(const __grid_constant__ sm90::FwdMaps maps,
+                                                                  const float* at, float* out, bool halves) {
+#if FLASHPP_SM90_ENABLED
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const std::uint32_t base = (ptx::smem_u32(smem_raw) + 1023u) & ~1023u;
+  const std::uint32_t a_s = base, b_s = base + 64 * 128, bar = base + 2 * 64 * 128;
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(bar, 1);
+    ptx::mbarrier_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_arrive_expect_tx(bar, 64 * 128);
+    ptx::tma_load_4d(b_s, &maps.k, bar, 0, 0, 0, 0);
+  }
+  // A^T: thread t writes 32-bit pairs of rows; element (k, m) at byte 2 m of row k.
+  for (int i = int(threadIdx.x); i < 64 * 32; i += 128) {
+    const int r = i / 32, pair = i % 32, j = pair / 4, w = pair % 4;
+    const std::uint32_t v = Element<__nv_bfloat16>::pack(at[r * 64 + 2 * pair], at[r * 64 + 2 * pair + 1]);
+    const std::uint32_t addr = a_s + r * 128 + ((j ^ (r & 7)) << 4) + 4 * w;
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+  }
+  ptx::fence_proxy_async_smem();
+  __syncthreads();
+  ptx::mbarrier_wait(bar, 0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  if (halves) {
+    // Two m64n32 products, B read from column 32 h on: its descriptor starts 64 bytes
+    // into the swizzled rows (the Hopper backward's split of dQ by columns).
+    for (int h = 0; h < 2; ++h) {
+      float d[16];
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        ptx::Wgmma<__nv_bfloat16, 32>::ss<1, 1>(d, ptx::sw128_desc(a_s + kk * 2048, 64 * 128, 1024),
+                                                 ptx::sw128_desc(b_s + 64 * h + kk * 2048, 64 * 128, 1024),
+                                                 kk > 0 ? 1 : 0);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(d);
+      for (int j = 0; j < 4; ++j)
+        for (int e = 0; e < 4; ++e) {
+          const int row = warp * 16 + g + 8 * (e / 2), col = 32 * h + 8 * j + 2 * t + (e % 2);
+          out[row * 64 + col] = d[4 * j + e];
+        }
+    }
+    return;
+  }
+  float d[32];
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    ptx::Wgmma<__nv_bfloat16, 64>::ss<1, 1>(d, ptx::sw128_desc(a_s + kk * 2048, 64 * 128, 1024),
+                                             ptx::sw128_desc(b_s + kk * 2048, 64 * 128, 1024), kk > 0 ? 1 : 0);
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  ptx::fence_registers(d);
+  for (int j = 0; j < 8; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int row = warp * 16 + g + 8 * (e / 2), col = 8 * j + 2 * t + (e % 2);
+      out[row * 64 + col] = d[4 * j + e];
+    }
+#endif
+}
+
+// halves: as two m64n32 products (B's descriptor 64 bytes into the row for the second).
+static void check_wgmma_ss_transposed(bool halves) {
+  std::mt19937_64 rng = make_rng(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::vector<float> atf, bf;
+  exact_matrix(rng, 64, 64, atf);  // A^T, row-major k x m (values exact in bf16)
+  const auto b = exact_matrix(rng, 64, 64, bf);  // B, row-major k x n
+  DeviceBuffer dat(atf.size() * 4), db(b.size() * 2), dout(64 * 64 * 4);
+  dat.upload(atf.data(), atf.size() * 4);
+  db.upload(b.data(), b.size() * 2);
+  const sm90::FwdMaps maps = maps_for(db.get(), 64, db.get(), 64, db.get(), 64);
+  const int smem = 1024 + 2 * 64 * 128 + 64;
+  CUDA_OK(cudaFuncSetAttribute(wgmma_ss_transposed_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  wgmma_ss_transposed_kernel<<<1, 128, smem>>>(maps, static_cast<const float*>(dat.get()),
+                                               static_cast<float*>(dout.get()), halves);
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<float> got(64 * 64);
+  dout.download(got.data(), got.size() * 4);
+  int bad = 0;
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 64; ++j) {
+      float ref = 0.f;
+      for (int k = 0; k < 64; ++k) ref += atf[k * 64 + i] * bf[k * 64 + j];
+      if (got[i * 64 + j] != ref && bad++ < 5)
+        ADD_FAILURE() << (halves ? "halves: " : "") << "D[" << i << "][" << j << "] = " << got[i * 64 + j]
+                      << ", expected " << ref;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(Sm90Ptx, WgmmaSSWithBothOperandsTransposed) {
+  REQUIRE_SM90();
+  check_wgmma_ss_transposed(false);
+}
+
+// The same product as two column halves, B's descriptor starting inside the swizzled row.
+TEST(Sm90Ptx, WgmmaSSTransposedBFromItsSecondColumnHalf) {
+  REQUIRE_SM90();
+  check_wgmma_ss_transposed(true);
+}
+
 // ---------------- wgmma RS with a transposed (MN-major) B ----------------
 // O (64 x 128) = P (64 x 64, registers) * V (64 keys x 128 columns, row-major): the
 // forward's O += P V, with V in two 64-column panels (LBO = panel stride).

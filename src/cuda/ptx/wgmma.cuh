@@ -87,6 +87,16 @@ __device__ __forceinline__ void fence_registers(std::uint32_t (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
 
+// Declares accumulator registers that the next wgmma overwrites (scale-d 0) as
+// defined, with no instruction. Without it the compiler feeds the asm's in-out
+// operands whatever the registers held and may copy stale values into them between
+// the wgmmas of one sequence, which makes ptxas serialize the sequence (C7514).
+template <int N>
+__device__ __forceinline__ void fresh_registers(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "=f"(d[i]));
+}
+
 // One m64nNk16 wgmma for element type T, by N.
 template <typename T, int N>
 struct Wgmma;

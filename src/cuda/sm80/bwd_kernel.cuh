@@ -21,6 +21,7 @@
 #include "common/params.hpp"
 #include "cuda/common/element.cuh"
 #include "cuda/common/scores.cuh"
+#include "cuda/common/query_blocks.cuh"
 #include "cuda/common/sequence.cuh"
 #include "cuda/common/smem_tile.cuh"
 #include "cuda/common/tile_copy.cuh"
@@ -85,13 +86,9 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
   const int g = lane >> 2, t4 = lane & 3;
   const int wl = p.window_left, wr = p.window_right;
 
-  // Query rows that see at least one key of [n0, n0 + rows_k): hi(i) > n0 and lo(i) <= last key.
-  const std::int64_t shift = std::int64_t(seq.len_k) - seq.len_q;
-  std::int64_t q_lo = 0, q_hi = seq.len_q;
-  if (wr >= 0) q_lo = max(std::int64_t(0), std::int64_t(n0) - shift - wr);
-  if (wl >= 0) q_hi = min(std::int64_t(seq.len_q), std::int64_t(n0) + rows_k - 1 - shift + wl + 1);
-  const int m_lo = int(q_lo / BM);
-  const int n_m = q_hi > q_lo ? int((q_hi + BM - 1) / BM) - m_lo : 0;
+  // Query blocks with a row that sees a key of [n0, n0 + rows_k): hi(i) > n0 and lo(i) <= last key.
+  const QueryBlocks qb_range = query_blocks_seeing(seq, n0, rows_k, BM, wl, wr);
+  const int m_lo = qb_range.first, n_m = qb_range.count;
   const int steps = n_m * p.gqa_ratio;
   // Fix: whether the step of head h at query row m0 has marked rows (its ddelta may be nonzero).
   auto step_marked = [&](int h, int m0) {

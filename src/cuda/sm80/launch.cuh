@@ -115,14 +115,14 @@ int bwd_tile_variant() {
   return 0;
 }
 
-// The main kernel, then the two passes of bwd_exact_d.cuh, which return at once
-// unless the main kernel marked a row. With partial_keys there is no exact D to
-// form (O covers keys this call does not see), so they are not launched.
+// The two passes of bwd_exact_d.cuh after a main kernel (this family's or the Hopper
+// backward's), which return at once unless the main kernel marked a row. With
+// partial_keys there is no exact D to form (O covers keys this call does not see),
+// so they are not launched.
 template <typename T, int D, int V>
-void launch_bwd_tiles(const AttnParams& p, const LaunchArgs& a) {
+void launch_bwd_fix_passes(const AttnParams& p, const LaunchArgs& a) {
   constexpr BwdTiles t = bwd_tiles(D, V);
   const dim3 grid(blocks(p.seqlen_k, t.block_n), p.heads_kv, p.batch);
-  launch_kernel(bwd_kernel<T, D, V>, grid, t.warps * 32, sizeof(BwdSmem<D, V>), a.stream, "backward kernel", p, a.bwd);
   if (p.partial_keys || a.bwd.any_hot == nullptr) return;
   // Both passes walk their blocks from one wave (walk_blocks, bwd_exact_d.cuh says why).
   constexpr DqTiles dt = dq_tiles(D);
@@ -134,6 +134,15 @@ void launch_bwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   launch_kernel(bwd_kernel<T, D, V, true>,
                 dim3(one_wave(bwd_kernel<T, D, V, true>, t.warps * 32, sizeof(BwdSmem<D, V>), fix_blocks)),
                 t.warps * 32, sizeof(BwdSmem<D, V>), a.stream, "backward fix pass", p, a.bwd);
+}
+
+// The main kernel, then the fix passes.
+template <typename T, int D, int V>
+void launch_bwd_tiles(const AttnParams& p, const LaunchArgs& a) {
+  constexpr BwdTiles t = bwd_tiles(D, V);
+  const dim3 grid(blocks(p.seqlen_k, t.block_n), p.heads_kv, p.batch);
+  launch_kernel(bwd_kernel<T, D, V>, grid, t.warps * 32, sizeof(BwdSmem<D, V>), a.stream, "backward kernel", p, a.bwd);
+  launch_bwd_fix_passes<T, D, V>(p, a);
 }
 
 template <typename T, int D>
@@ -168,7 +177,9 @@ template <typename T, int D>
 KernelEntry bwd_entry() {
   // Variant 0's shared memory: what select() checks for the default path (a forced
   // tuning variant that needs more fails at launch with the CUDA error).
-  return {80, Pass::backward, elem_type_of<T>(), D, sizeof(BwdSmem<D>), &launch_bwd<T, D>, &bwd_attributes<T, D>};
+  return {80,           Pass::backward,           elem_type_of<T>(),
+          D,            sizeof(BwdSmem<D>),       &launch_bwd<T, D>,
+          &bwd_attributes<T, D>, &launch_bwd_fix_passes<T, D, 0>};
 }
 template <typename T, int D>
 KernelEntry bwd_dq_entry() {

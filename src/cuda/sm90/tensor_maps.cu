@@ -58,6 +58,12 @@ View o_view(const AttnParams& p) {
           p.o_row_stride, p.o_head_stride, varlen ? 0 : p.o_batch_stride};
 }
 
+View do_view(const AttnParams& p) {
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  return {p.dout, p.head_dim_v, varlen ? p.total_q : p.seqlen_q, p.heads_q, varlen ? 1 : p.batch,
+          p.do_row_stride, p.do_head_stride, varlen ? 0 : p.do_batch_stride};
+}
+
 std::string view_problem(const char* name, const View& v) {
   const std::string n(name);
   if (v.cols % 8 != 0) return n + " head dim " + std::to_string(v.cols) + " is not a multiple of 8 (Hopper TMA path)";
@@ -101,6 +107,23 @@ std::string tma_problem(const AttnParams& p) {
   if (why.empty()) why = view_problem("k", k_view(p, false));
   if (why.empty()) why = view_problem("v", k_view(p, true));
   return why;
+}
+
+std::string bwd_tma_problem(const AttnParams& p) {
+  std::string why = tma_problem(p);
+  if (why.empty()) why = view_problem("dout", do_view(p));
+  return why;
+}
+
+BwdMaps encode_bwd_maps(const AttnParams& p, int block_m, int block_n) {
+  const CUtensorMapDataType type =
+      p.dtype == ElemType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  BwdMaps m;
+  encode(&m.q, q_view(p), type, block_m, "q");
+  encode(&m.dout, do_view(p), type, block_m, "dout");
+  encode(&m.k, k_view(p, false), type, block_n, "k");
+  encode(&m.v, k_view(p, true), type, block_n, "v");
+  return m;
 }
 
 FwdMaps encode_fwd_maps(const AttnParams& p, int block_m, int block_n) {

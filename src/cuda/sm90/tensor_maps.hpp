@@ -17,6 +17,12 @@ struct FwdMaps {
   CUtensorMap o;  // encoded only for the TMA-store epilogue (boxes of 64 columns x 64 rows)
 };
 
+// The Hopper backward's loads (bwd_kernel.cuh): Q and dO in boxes of 64 columns x
+// block_m rows, K and V in boxes of 64 columns x block_n rows.
+struct BwdMaps {
+  CUtensorMap q, k, v, dout;
+};
+
 // Rows of O one TMA store writes: one consumer warpgroup's share of a query block.
 inline constexpr int kOStoreRows = 64;
 
@@ -27,6 +33,10 @@ std::string tma_problem(const AttnParams& p);
 
 // Throws flashpp::Error (runtime) when the driver rejects a descriptor.
 FwdMaps encode_fwd_maps(const AttnParams& p, int block_m, int block_n);
+
+// tma_problem, and dO's rules for the backward's loads.
+std::string bwd_tma_problem(const AttnParams& p);
+BwdMaps encode_bwd_maps(const AttnParams& p, int block_m, int block_n);
 
 // Empty when a TMA store can write O (same rules as the loads); otherwise why not,
 // and the epilogue then stores from registers.

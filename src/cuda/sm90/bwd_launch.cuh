@@ -1,0 +1,29 @@
+#pragma once
+// Launcher and table entry of the Hopper backward (bwd_kernel.cuh), instantiated per
+// dtype by the files under instances/ (bwd90_*). After its main kernel the FA2-class
+// entry of the same dtype and head dim runs the exact-D and fix passes.
+#include <cuda_runtime.h>
+
+#include "cuda/launch_common.cuh"
+#include "cuda/registry.hpp"
+#include "cuda/sm90/bwd_kernel.cuh"
+#include "cuda/sm90/bwd_tiles.hpp"
+#include "cuda/sm90/tensor_maps.hpp"
+
+namespace flashpp::cuda::sm90 {
+
+template <typename T, int D>
+void launch_bwd90(const AttnParams& p, const LaunchArgs& a, const KernelEntry& fa2) {
+  const BwdMaps maps = encode_bwd_maps(p, kBwdBlockM, kBwdBlockN);
+  const dim3 grid(blocks(p.seqlen_k, kBwdBlockN), p.heads_kv, p.batch);
+  launch_kernel(bwd_kernel<T, D>, grid, kBwdThreads, kBwdSmemBytes, a.stream, "Hopper backward kernel", p, maps,
+                a.bwd);
+  fa2.launch_fix(p, a);
+}
+
+template <typename T, int D>
+cudaError_t bwd90_attributes(cudaFuncAttributes* attr) {
+  return cudaFuncGetAttributes(attr, bwd_kernel<T, D>);
+}
+
+}  // namespace flashpp::cuda::sm90
