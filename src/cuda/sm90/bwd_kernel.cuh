@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     // keys, so each dQ element is reduced once per step and block. Its B, K's
     // columns from 32c on, starts 64c bytes into K's swizzled rows.
     const ptx::Sw128Desc kq_mn = ptx::Sw128Desc::make(base + L::k + 64 * c, BN * 128, 1024);
-    const std::uint32_t ds_rows = base + L::ds + c * L::ds_bytes;  // this consumer's rows, parity 0
+    const std::uint32_t ds_rows = base + L::ds + c * L::ds_bytes;  // this consumer's rows of panel 0
     const ptx::Sw128Desc ds_mn = ptx::Sw128Desc::make(base + L::ds, 64 * 128, 1024);
 
     // Written first by the first step's products (scale-d 0), zero without steps.
