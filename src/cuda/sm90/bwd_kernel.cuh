@@ -288,24 +288,32 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       // P^T and dS^T. Element 4j + 2hh + e: key key0 + 8hh, query column 8j + 2t4 + e.
       const float* lse_s = reinterpret_cast<const float*>(smem + L::lse) + s * BM;
       const float* dsum_s = reinterpret_cast<const float*>(smem + L::dsum) + s * BM;
-      const bool masked = tile_needs_mask(m0, rows, n0, BN, seq, wl, wr);
+      // Two copies, so that the unmasked steps (most of them) run the elementwise work
+      // without a branch per element around the mask.
+      auto p_and_ds = [&](auto masked_tag) {
+        constexpr bool kMasked = decltype(masked_tag)::value;
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
+        for (int j = 0; j < 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = 8 * j + 2 * t4 + e;
-          const float l2 = lse_s[col], dd = dsum_s[col];
-          KeyBounds kb{0, 0};
-          if (masked) kb = key_bounds(m0 + col, seq, wl, wr);
+          for (int e = 0; e < 2; ++e) {
+            const int col = 8 * j + 2 * t4 + e;
+            const float l2 = lse_s[col], dd = dsum_s[col];
+            KeyBounds kb{0, 0};
+            if constexpr (kMasked) kb = key_bounds(m0 + col, seq, wl, wr);
 #pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int idx = 4 * j + 2 * hh + e;
-            const bool visible = !masked || kb.has(key0 + 8 * hh);
-            const float pr = visible ? ptx::ex2_approx(fmaf(st[idx], mul, -l2)) : 0.f;
-            st[idx] = pr;
-            dpt[idx] = pr * (dpt[idx] - dd);
+            for (int hh = 0; hh < 2; ++hh) {
+              const int idx = 4 * j + 2 * hh + e;
+              const bool visible = !kMasked || kb.has(key0 + 8 * hh);
+              const float pr = visible ? ptx::ex2_approx(fmaf(st[idx], mul, -l2)) : 0.f;
+              st[idx] = pr;
+              dpt[idx] = pr * (dpt[idx] - dd);
+            }
           }
-        }
+      };
+      if (tile_needs_mask(m0, rows, n0, BN, seq, wl, wr))
+        p_and_ds(std::true_type{});
+      else
+        p_and_ds(std::false_type{});
       // As A operands (keys x queries, 16 queries per k-step).
       std::uint32_t pa[4][4], dsa[4][4];
 #pragma unroll
