@@ -38,6 +38,7 @@
 #include "cuda/ptx/math.cuh"
 #include "cuda/ptx/mbarrier.cuh"
 #include "cuda/ptx/red.cuh"
+#include "cuda/ptx/stmatrix.cuh"
 #include "cuda/ptx/tma.cuh"
 #include "cuda/ptx/warpgroup.cuh"
 #include "cuda/ptx/wgmma.cuh"
@@ -324,6 +325,26 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
           dsa[kk][r] = Element<T>::pack(dpt[8 * kk + 2 * r], dpt[8 * kk + 2 * r + 1]);
         }
 
+      // dS^T to this consumer's rows of the step's panel (row = key, 128-byte rows,
+      // 16-byte chunks XOR-swizzled by the row's index in its 8-row atom); the next
+      // step issues dQ[:, 32c ..] += dS K[:, 32c ..] over the panel's 128 keys. The
+      // panel was last read by step i - kBwdPanels's dQ products, which both
+      // consumers waited for (step i - 2's end) before their arrivals on step
+      // i - 1's panel, which this thread waited for.
+      const int panel = i % kBwdPanels;
+      const std::uint32_t ds_off = panel * 2 * L::ds_bytes;
+      // By stmatrix, 16 keys x 16 queries per x4 store: dsa[kk] holds exactly the four
+      // 8 x 8 matrices of query chunks 2kk, 2kk + 1 (rows g and g + 8 of each); lanes
+      // 8i .. 8i + 7 address the rows of matrix i (as the forward's O staging).
+      {
+        const int mi = lane >> 3, k = lane & 7;
+        const std::uint32_t row_addr = ds_rows + ds_off + (warp * 16 + (mi & 1) * 8 + k) * 128;
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          ptx::stmatrix_x4(row_addr + (((2 * kk + (mi >> 1)) ^ k) << 4), dsa[kk][0], dsa[kk][1], dsa[kk][2],
+                           dsa[kk][3]);
+      }
+
       // dV += P^T dO, dK += dS^T Q.
       ptx::wgmma_fence();
 #pragma unroll
@@ -349,23 +370,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
           sm80::flag_query_groups(a, h, seq.q_global0 + m0, rows, lane);
       }
 
-      // dS^T to this consumer's rows of the step's panel (row = key, 128-byte rows,
-      // 16-byte chunks XOR-swizzled by the row's index in its 8-row atom); the next
-      // step issues dQ[:, 32c ..] += dS K[:, 32c ..] over the panel's 128 keys. The
-      // panel was last read by step i - kBwdPanels's dQ products, which both
-      // consumers waited for (step i - 2's end) before their arrivals on step
-      // i - 1's panel, which this thread waited for.
-      const int panel = i % kBwdPanels;
-      const std::uint32_t ds_off = panel * 2 * L::ds_bytes;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int r = warp * 16 + g + 8 * hh;
-          const std::uint32_t addr = ds_rows + ds_off + r * 128 + ((j ^ (r & 7)) << 4) + 4 * t4;
-          const std::uint32_t v2 = Element<T>::pack(dpt[4 * j + 2 * hh], dpt[4 * j + 2 * hh + 1]);
-          asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v2) : "memory");
-        }
+      // The panel's rows, stored above (before the products that take dsa as A, so
+      // the stores never wait on them), are published to the other consumer.
       ptx::fence_proxy_async_smem();  // generic-proxy stores, read next by wgmma
       ptx::mbarrier_arrive(base + L::panel_full(panel));
 
