@@ -85,19 +85,64 @@ sm90::FwdMaps maps_for(const void* a, int rows_a, const void* b, int rows_b, con
   return sm90::encode_fwd_maps(p, rows_a, rows_b);
 }
 
+// Downloads the rows x cols fp32 result at dout and compares it with the product
+// ref(i, j) computed here in fp32. The inputs are exact in bf16 and every partial sum
+// is exact in fp32, so the rule is equality; the first five misses are named.
+template <typename Ref>
+void expect_exact_product(const DeviceBuffer& dout, int rows, int cols, Ref ref, const char* what) {
+  std::vector<float> got(std::size_t(rows) * cols);
+  dout.download(got.data(), got.size() * 4);
+  int bad = 0;
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      const float want = ref(i, j);
+      if (got[std::size_t(i) * cols + j] != want && bad++ < 5)
+        ADD_FAILURE() << what << "[" << i << "][" << j << "] = " << got[std::size_t(i) * cols + j] << ", expected "
+                      << want;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+// The TMA test kernels' shared memory: a base aligned to 1024 bytes (the 128-byte
+// swizzle's atom) and one mbarrier at bar_offset from it, initialized for one arrival
+// and visible to every thread of the block on return.
+struct TileSmem {
+  std::uint32_t base, bar;
+};
+#if FLASHPP_SM90_ENABLED
+__device__ TileSmem tile_smem_with_barrier(unsigned char* smem_raw, std::uint32_t bar_offset) {
+  const std::uint32_t base = (ptx::smem_u32(smem_raw) + 1023u) & ~1023u;
+  const TileSmem t{base, base + bar_offset};
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(t.bar, 1);
+    ptx::mbarrier_init_fence();
+  }
+  __syncthreads();
+  return t;
+}
+
+// Writes a warpgroup's m64nN fp32 accumulator (R = N / 2 registers per thread: rows
+// 16 warp + g (+ 8), columns 8j + 2t (+ 1)) into out, row-major with `stride`
+// columns, from column col0 on.
+template <int R>
+__device__ void store_accumulator(const float (&d)[R], float* out, int stride, int col0 = 0) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int j = 0; j < R / 4; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int row = warp * 16 + g + 8 * (e / 2), col = col0 + 8 * j + 2 * t + (e % 2);
+      out[row * stride + col] = d[4 * j + e];
+    }
+}
+#endif
+
 // ---------------- TMA + mbarrier + wgmma SS ----------------
 // D (64 x 64) = A (64 x 64) * B^T with B stored (64 x 64) row-major (K-major as the
 // B operand): S = Q K^T of the forward. Then D is written row-major as floats.
 __global__ void __launch_bounds__(128) wgmma_ss_kernel(const __grid_constant__ sm90::FwdMaps maps, float* out) {
 #if FLASHPP_SM90_ENABLED
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const std::uint32_t base = (ptx::smem_u32(smem_raw) + 1023u) & ~1023u;
-  const std::uint32_t a_s = base, b_s = base + 64 * 128, bar = base + 2 * 64 * 128;
-  if (threadIdx.x == 0) {
-    ptx::mbarrier_init(bar, 1);
-    ptx::mbarrier_init_fence();
-  }
-  __syncthreads();
+  const TileSmem sm = tile_smem_with_barrier(smem_raw, 2 * 64 * 128);
+  const std::uint32_t a_s = sm.base, b_s = sm.base + 64 * 128, bar = sm.bar;
   if (threadIdx.x == 0) {
     ptx::mbarrier_arrive_expect_tx(bar, 2 * 64 * 128);
     ptx::tma_load_4d(a_s, &maps.q, bar, 0, 0, 0, 0);
@@ -116,12 +161,7 @@ __global__ void __launch_bounds__(128) wgmma_ss_kernel(const __grid_constant__ s
   ptx::wgmma_commit();
   ptx::wgmma_wait<0>();
   ptx::fence_registers(d);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  for (int j = 0; j < 8; ++j)
-    for (int e = 0; e < 4; ++e) {
-      const int row = warp * 16 + g + 8 * (e / 2), col = 8 * j + 2 * t + (e % 2);
-      out[row * 64 + col] = d[4 * j + e];
-    }
+  store_accumulator(d, out, 64);
 #endif
 }
 
@@ -139,17 +179,14 @@ TEST(Sm90Ptx, TmaSwizzledLoadAndWgmmaSS) {
   CUDA_OK(cudaFuncSetAttribute(wgmma_ss_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   wgmma_ss_kernel<<<1, 128, smem>>>(maps, static_cast<float*>(dout.get()));
   CUDA_OK(cudaDeviceSynchronize());
-  std::vector<float> got(64 * 64);
-  dout.download(got.data(), got.size() * 4);
-  int bad = 0;
-  for (int i = 0; i < 64; ++i)
-    for (int j = 0; j < 64; ++j) {
-      float ref = 0.f;
-      for (int k = 0; k < 64; ++k) ref += af[i * 64 + k] * bf[j * 64 + k];
-      if (got[i * 64 + j] != ref && bad++ < 5)
-        ADD_FAILURE() << "D[" << i << "][" << j << "] = " << got[i * 64 + j] << ", expected " << ref;
-    }
-  EXPECT_EQ(bad, 0);
+  expect_exact_product(
+      dout, 64, 64,
+      [&](int i, int j) {
+        float ref = 0.f;
+        for (int k = 0; k < 64; ++k) ref += af[i * 64 + k] * bf[j * 64 + k];
+        return ref;
+      },
+      "D");
 }
 
 // ---------------- wgmma SS with both operands transposed (MN-major) ----------------
@@ -161,13 +198,8 @@ __global__ void __launch_bounds__(128) wgmma_ss_transposed_kernel(const __grid_c
                                                                   const float* at, float* out, bool halves) {
 #if FLASHPP_SM90_ENABLED
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const std::uint32_t base = (ptx::smem_u32(smem_raw) + 1023u) & ~1023u;
-  const std::uint32_t a_s = base, b_s = base + 64 * 128, bar = base + 2 * 64 * 128;
-  if (threadIdx.x == 0) {
-    ptx::mbarrier_init(bar, 1);
-    ptx::mbarrier_init_fence();
-  }
-  __syncthreads();
+  const TileSmem sm = tile_smem_with_barrier(smem_raw, 2 * 64 * 128);
+  const std::uint32_t a_s = sm.base, b_s = sm.base + 64 * 128, bar = sm.bar;
   if (threadIdx.x == 0) {
     ptx::mbarrier_arrive_expect_tx(bar, 64 * 128);
     ptx::tma_load_4d(b_s, &maps.k, bar, 0, 0, 0, 0);
@@ -182,7 +214,6 @@ __global__ void __launch_bounds__(128) wgmma_ss_transposed_kernel(const __grid_c
   ptx::fence_proxy_async_smem();
   __syncthreads();
   ptx::mbarrier_wait(bar, 0);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   if (halves) {
     // Two m64n32 products, B read from column 32 h on: its descriptor starts 64 bytes
     // into the swizzled rows (the Hopper backward's split of dQ by columns).
@@ -197,11 +228,7 @@ __global__ void __launch_bounds__(128) wgmma_ss_transposed_kernel(const __grid_c
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
       ptx::fence_registers(d);
-      for (int j = 0; j < 4; ++j)
-        for (int e = 0; e < 4; ++e) {
-          const int row = warp * 16 + g + 8 * (e / 2), col = 32 * h + 8 * j + 2 * t + (e % 2);
-          out[row * 64 + col] = d[4 * j + e];
-        }
+      store_accumulator(d, out, 64, 32 * h);
     }
     return;
   }
@@ -214,11 +241,7 @@ __global__ void __launch_bounds__(128) wgmma_ss_transposed_kernel(const __grid_c
   ptx::wgmma_commit();
   ptx::wgmma_wait<0>();
   ptx::fence_registers(d);
-  for (int j = 0; j < 8; ++j)
-    for (int e = 0; e < 4; ++e) {
-      const int row = warp * 16 + g + 8 * (e / 2), col = 8 * j + 2 * t + (e % 2);
-      out[row * 64 + col] = d[4 * j + e];
-    }
+  store_accumulator(d, out, 64);
 #endif
 }
 
@@ -237,18 +260,14 @@ static void check_wgmma_ss_transposed(bool halves) {
   wgmma_ss_transposed_kernel<<<1, 128, smem>>>(maps, static_cast<const float*>(dat.get()),
                                                static_cast<float*>(dout.get()), halves);
   CUDA_OK(cudaDeviceSynchronize());
-  std::vector<float> got(64 * 64);
-  dout.download(got.data(), got.size() * 4);
-  int bad = 0;
-  for (int i = 0; i < 64; ++i)
-    for (int j = 0; j < 64; ++j) {
-      float ref = 0.f;
-      for (int k = 0; k < 64; ++k) ref += atf[k * 64 + i] * bf[k * 64 + j];
-      if (got[i * 64 + j] != ref && bad++ < 5)
-        ADD_FAILURE() << (halves ? "halves: " : "") << "D[" << i << "][" << j << "] = " << got[i * 64 + j]
-                      << ", expected " << ref;
-    }
-  EXPECT_EQ(bad, 0);
+  expect_exact_product(
+      dout, 64, 64,
+      [&](int i, int j) {
+        float ref = 0.f;
+        for (int k = 0; k < 64; ++k) ref += atf[k * 64 + i] * bf[k * 64 + j];
+        return ref;
+      },
+      halves ? "D (two halves)" : "D");
 }
 
 TEST(Sm90Ptx, WgmmaSSWithBothOperandsTransposed) {
@@ -269,13 +288,8 @@ __global__ void __launch_bounds__(128) wgmma_rs_kernel(const __grid_constant__ s
                                                        const float* pmat, float* out) {
 #if FLASHPP_SM90_ENABLED
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const std::uint32_t base = (ptx::smem_u32(smem_raw) + 1023u) & ~1023u;
-  const std::uint32_t v_s = base, bar = base + 2 * 64 * 128;
-  if (threadIdx.x == 0) {
-    ptx::mbarrier_init(bar, 1);
-    ptx::mbarrier_init_fence();
-  }
-  __syncthreads();
+  const TileSmem sm = tile_smem_with_barrier(smem_raw, 2 * 64 * 128);
+  const std::uint32_t v_s = sm.base, bar = sm.bar;
   if (threadIdx.x == 0) {
     ptx::mbarrier_arrive_expect_tx(bar, 2 * 64 * 128);
     ptx::tma_load_4d(v_s, &maps.v, bar, 0, 0, 0, 0);
@@ -304,11 +318,7 @@ __global__ void __launch_bounds__(128) wgmma_rs_kernel(const __grid_constant__ s
   ptx::wgmma_commit();
   ptx::wgmma_wait<0>();
   ptx::fence_registers(d);
-  for (int j = 0; j < 16; ++j)
-    for (int e = 0; e < 4; ++e) {
-      const int row = warp * 16 + g + 8 * (e / 2), col = 8 * j + 2 * t + (e % 2);
-      out[row * 128 + col] = d[4 * j + e];
-    }
+  store_accumulator(d, out, 128);
 #endif
 }
 
@@ -326,17 +336,14 @@ TEST(Sm90Ptx, WgmmaRSWithTransposedB) {
   CUDA_OK(cudaFuncSetAttribute(wgmma_rs_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   wgmma_rs_kernel<<<1, 128, smem>>>(maps, static_cast<const float*>(dp.get()), static_cast<float*>(dout.get()));
   CUDA_OK(cudaDeviceSynchronize());
-  std::vector<float> got(64 * 128);
-  dout.download(got.data(), got.size() * 4);
-  int bad = 0;
-  for (int i = 0; i < 64; ++i)
-    for (int j = 0; j < 128; ++j) {
-      float ref = 0.f;
-      for (int k = 0; k < 64; ++k) ref += pf[i * 64 + k] * vf[k * 128 + j];
-      if (got[i * 128 + j] != ref && bad++ < 5)
-        ADD_FAILURE() << "O[" << i << "][" << j << "] = " << got[i * 128 + j] << ", expected " << ref;
-    }
-  EXPECT_EQ(bad, 0);
+  expect_exact_product(
+      dout, 64, 128,
+      [&](int i, int j) {
+        float ref = 0.f;
+        for (int k = 0; k < 64; ++k) ref += pf[i * 64 + k] * vf[k * 128 + j];
+        return ref;
+      },
+      "O");
 }
 
 // ---------------- stmatrix staging + TMA store ----------------

@@ -12,15 +12,16 @@
 //             P^T = exp2(S^T scale log2(e) - LSE) and dS^T = P^T (dP^T - D) in
 //             registers, dV_c += P^T dO and dK_c += dS^T Q (wgmma RS: P^T and dS^T
 //             as A from registers, dO and Q as B read along their rows), dS^T to
-//             the step's shared 128-key panel; after a barrier of both consumers,
+//             the step's shared 128-key panel; once both consumers' rows are in,
 //             dQ[:, 32c ..] += dS K[:, 32c ..] (wgmma SS, both operands read along
 //             their rows, all 128 keys), reduced into the blocked fp32 accumulator.
 // A step's dQ products are issued at the next step, behind its S^T and dP^T, and
 // reduced at that step's end, so they run under the elementwise work; the consumers
-// meet once per step, at the dS^T panel's mbarrier, a step after writing it. Concentrated rows are flagged as the FA2-class main
-// kernel flags them (sm80/bwd_exact_d.cuh), for the exact-D and fix passes.
+// meet once per step, at the dS^T panel's mbarrier, a step after writing it.
+// Concentrated rows are flagged as the FA2-class main kernel flags them
+// (sm80/bwd_exact_d.cuh), for the exact-D and fix passes.
 //
-// First version: head dim 64 (head_dim == head_dim_v <= 64), no softcap, a positive
+// Scope: head dim 64 (head_dim == head_dim_v <= 64), no softcap, a positive
 // scale, fixed-length batches, not the deterministic mode (the registry's
 // select_hopper_backward says which calls it takes).
 #include <cuda.h>

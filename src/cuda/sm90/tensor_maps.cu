@@ -100,6 +100,19 @@ void encode(CUtensorMap* map, const View& v, CUtensorMapDataType type, int box_r
                 std::string("cuTensorMapEncodeTiled rejected the tensor map (CUresult ") + std::to_string(int(r)) + ")");
 }
 
+CUtensorMapDataType element_type(const AttnParams& p) {
+  return p.dtype == ElemType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+}
+
+// Q in boxes of block_m rows, K and V in boxes of block_n rows: the loads the forward
+// and the backward share.
+template <typename Maps>
+void encode_qkv(Maps& m, const AttnParams& p, int block_m, int block_n) {
+  encode(&m.q, q_view(p), element_type(p), block_m, "q");
+  encode(&m.k, k_view(p, false), element_type(p), block_n, "k");
+  encode(&m.v, k_view(p, true), element_type(p), block_n, "v");
+}
+
 }  // namespace
 
 std::string tma_problem(const AttnParams& p) {
@@ -116,32 +129,22 @@ std::string bwd_tma_problem(const AttnParams& p) {
 }
 
 BwdMaps encode_bwd_maps(const AttnParams& p, int block_m, int block_n) {
-  const CUtensorMapDataType type =
-      p.dtype == ElemType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   BwdMaps m;
-  encode(&m.q, q_view(p), type, block_m, "q");
-  encode(&m.dout, do_view(p), type, block_m, "dout");
-  encode(&m.k, k_view(p, false), type, block_n, "k");
-  encode(&m.v, k_view(p, true), type, block_n, "v");
+  encode_qkv(m, p, block_m, block_n);
+  encode(&m.dout, do_view(p), element_type(p), block_m, "dout");
   return m;
 }
 
 FwdMaps encode_fwd_maps(const AttnParams& p, int block_m, int block_n) {
-  const CUtensorMapDataType type =
-      p.dtype == ElemType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   FwdMaps m;
-  encode(&m.q, q_view(p), type, block_m, "q");
-  encode(&m.k, k_view(p, false), type, block_n, "k");
-  encode(&m.v, k_view(p, true), type, block_n, "v");
+  encode_qkv(m, p, block_m, block_n);
   return m;
 }
 
 std::string o_store_problem(const AttnParams& p) { return view_problem("out", o_view(p)); }
 
 void encode_o_map(const AttnParams& p, CUtensorMap* map) {
-  const CUtensorMapDataType type =
-      p.dtype == ElemType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  encode(map, o_view(p), type, kOStoreRows, "out");
+  encode(map, o_view(p), element_type(p), kOStoreRows, "out");
 }
 
 }  // namespace flashpp::cuda::sm90
