@@ -256,7 +256,11 @@ Selected select(Pass pass, const AttnParams& p, int device) {
   if (pass == Pass::backward) {
     Selected hopper = select_hopper_backward(p, device);
     if (hopper.entry != nullptr) return hopper;
-    return select_fa2(pass, p, device);
+    Selected s = select_fa2(pass, p, device);
+    // Asked for and not taken: say why (while it is opt-in, only when asked for).
+    const char* family = std::getenv("FLASHPP_CUDA_BACKWARD_FAMILY");
+    if (family != nullptr && std::strcmp(family, "sm90") == 0) s.note = hopper.name + " not used: " + hopper.reason;
+    return s;
   }
   if (pass != Pass::forward) return select_fa2(pass, p, device);
   Selected hopper = select_hopper_forward(p, device);

@@ -119,6 +119,15 @@ TEST(CudaSelect, NamesTheKernel) {
   if (hopper) {
     EXPECT_NE(forced.note.find("FLASHPP_CUDA_FORWARD_FAMILY=sm80"), std::string::npos) << forced.note;
   }
+  // The opt-in Hopper backward asked for where it cannot run (the deterministic mode):
+  // the FA2-class backward runs and the note says why.
+  ::setenv("FLASHPP_CUDA_BACKWARD_FAMILY", "sm90", 1);
+  const Selection asked = select_backward(t.view(t.q), t.view(t.k), t.view(t.v), det);
+  ::unsetenv("FLASHPP_CUDA_BACKWARD_FAMILY");
+  EXPECT_TRUE(asked.ok) << asked.reason;
+  EXPECT_EQ(asked.backend.rfind("cuda-sm80 bwd", 0), 0u) << asked.backend;
+  EXPECT_NE(asked.note.find("cuda-sm90 bwd"), std::string::npos) << asked.note;
+  EXPECT_NE(asked.note.find("deterministic"), std::string::npos) << asked.note;
 }
 
 }  // namespace
