@@ -206,7 +206,8 @@ Selected select_hopper_forward(const AttnParams& p, int device) {
 // why it cannot run these arguments.
 Selected select_hopper_backward(const AttnParams& p, int device) {
   Selected s;
-  s.name = std::string("cuda-sm90 bwd ") + dtype_label(p.dtype) + " hdim64";
+  const int d = sm80::round_head_dim(p.head_dim);
+  s.name = std::string("cuda-sm90 bwd ") + dtype_label(p.dtype) + " hdim" + std::to_string(d);
   const char* family = std::getenv("FLASHPP_CUDA_BACKWARD_FAMILY");
   if (family == nullptr || std::strcmp(family, "sm90") != 0) {
     s.reason = "the Hopper backward runs only with FLASHPP_CUDA_BACKWARD_FAMILY=sm90 (not yet the default)";
@@ -216,8 +217,8 @@ Selected select_hopper_backward(const AttnParams& p, int device) {
     s.reason = "the Hopper backward takes float16 or bfloat16";
     return s;
   }
-  if (p.head_dim != p.head_dim_v || !sm90::bwd90_head_dim(sm80::round_head_dim(p.head_dim))) {
-    s.reason = "the Hopper backward is built for head dims 33-64 (q/k and v alike), got " +
+  if (p.head_dim != p.head_dim_v || !sm90::bwd90_head_dim(d)) {
+    s.reason = "the Hopper backward is built for head dims 33-64 and 97-128 (q/k and v alike), got " +
                std::to_string(p.head_dim) + " / " + std::to_string(p.head_dim_v);
     return s;
   }
@@ -246,7 +247,7 @@ Selected select_hopper_backward(const AttnParams& p, int device) {
   if (!s.reason.empty()) return s;
   s.reason = sm90::bwd_tma_problem(p);
   if (!s.reason.empty()) return s;
-  take_entry(s, 90, Pass::backward, p.dtype, 64, f, device);
+  take_entry(s, 90, Pass::backward, p.dtype, d, f, device);
   return s;
 }
 

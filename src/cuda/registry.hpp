@@ -26,7 +26,7 @@ struct LaunchArgs {
 struct KernelEntry {
   int arch;          // kernel family: 80 = FA2-class (mma.sync), runs on sm80 and newer;
                      // 90 = FA3-class (TMA + wgmma, sm90a): the forward, and the backward
-                     // at head dim 64 (opt-in, FLASHPP_CUDA_BACKWARD_FAMILY=sm90)
+                     // at head dims 64 and 128 (opt-in, FLASHPP_CUDA_BACKWARD_FAMILY=sm90)
   Pass pass;
   ElemType dtype;
   int head_dim;      // compiled head dim; smaller ones round up to it

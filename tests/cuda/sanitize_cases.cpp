@@ -71,6 +71,10 @@ int main() {
       // Large logits: most rows sit on one key, so the exact-D and fix passes run.
       large_logits(make(128, false, false, -1, 0.f, true, DType::f16)),
       large_logits(make(64, true, true, -1, 0.f, false, DType::bf16)),
+      // Fixed-length, not deterministic, no softcap: the opt-in Hopper backward takes
+      // these at d 128 (masked and not) when FLASHPP_CUDA_BACKWARD_FAMILY=sm90.
+      make(128, false, false, 50, 0.f, false, DType::f16),
+      make(128, true, false, -1, 0.f, false, DType::bf16),
   };
   int failed = 0;
   for (const bool fa2 : {false, true}) {

@@ -54,34 +54,37 @@ INSTANTIATE_TEST_SUITE_P(Fixed, CudaBackwardEdge,
                          });
 
 // The "sm90bwd." run of these cases (FLASHPP_CUDA_BACKWARD_FAMILY=sm90) is there for
-// the Hopper backward: on an sm_90 GPU a head dim 64 call must take it, or that run
-// would only repeat the FA2-class cases.
-TEST(CudaBackward, HopperKernelTakesHeadDim64WhenAskedFor) {
+// the Hopper backward: on an sm_90 GPU head dim 64 and 128 calls must take it, or that
+// run would only repeat the FA2-class cases.
+TEST(CudaBackward, HopperKernelTakesHeadDims64And128WhenAskedFor) {
   FLASHPP_REQUIRE_GPU();
   const char* family = std::getenv("FLASHPP_CUDA_BACKWARD_FAMILY");
   if (family == nullptr || std::string(family) != "sm90")
     GTEST_SKIP() << "checked in the sm90bwd. run (FLASHPP_CUDA_BACKWARD_FAMILY=sm90)";
-  AttnCase c;
-  c.label = "hopper_backward_selected";
-  c.dtype = DType::bf16;
-  c.head_dim = c.head_dim_v = 64;
-  c.heads_q = 4;
-  c.heads_kv = 2;
-  c.seqlen_q = 200;
-  c.seqlen_k = 300;
-  c.causal = true;
-  c = on_gpu(c);
-  auto rng = make_rng("CudaBackward.HopperSelected");
-  AttnTensors t = make_tensors(c, rng, true);
-  DeviceCase dev(c, t);
-  const AttentionOptions opts = dev.options(nullptr);
   auto hopper = [](const flashpp::Selection& s) { return s.backend.rfind("cuda-sm90", 0) == 0; };
-  if (!hopper(flashpp::select_forward(dev.view(Role::q), dev.view(Role::k), dev.view(Role::v), opts)))
-    GTEST_SKIP() << "not an sm_90 GPU (the forward does not take the Hopper family)";
-  const flashpp::Selection s =
-      flashpp::select_backward(dev.view(Role::q), dev.view(Role::k), dev.view(Role::v), opts);
-  EXPECT_TRUE(s.ok) << s.reason;
-  EXPECT_TRUE(hopper(s)) << s.backend << ": " << s.reason << " " << s.note;
+  for (int d : {64, 128}) {
+    AttnCase c;
+    c.label = "hopper_backward_selected";
+    c.dtype = DType::bf16;
+    c.head_dim = c.head_dim_v = d;
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    c.seqlen_q = 200;
+    c.seqlen_k = 300;
+    c.causal = true;
+    c = on_gpu(c);
+    auto rng = make_rng("CudaBackward.HopperSelected", std::uint64_t(d));
+    AttnTensors t = make_tensors(c, rng, true);
+    DeviceCase dev(c, t);
+    const AttentionOptions opts = dev.options(nullptr);
+    if (!hopper(flashpp::select_forward(dev.view(Role::q), dev.view(Role::k), dev.view(Role::v), opts)))
+      GTEST_SKIP() << "not an sm_90 GPU (the forward does not take the Hopper family)";
+    const flashpp::Selection s =
+        flashpp::select_backward(dev.view(Role::q), dev.view(Role::k), dev.view(Role::v), opts);
+    EXPECT_TRUE(s.ok) << s.reason;
+    EXPECT_EQ(s.backend.rfind("cuda-sm90 bwd bf16 hdim" + std::to_string(d), 0), 0u)
+        << s.backend << ": " << s.reason << " " << s.note;
+  }
 }
 
 // Several key blocks, query blocks and GQA heads per block, at every compiled head dim.

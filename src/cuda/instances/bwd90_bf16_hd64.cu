@@ -12,7 +12,7 @@ void launch(const AttnParams& p, const LaunchArgs& a) {
 }  // namespace
 
 KernelEntry bwd90_bf16_hd64() {
-  return {90, Pass::backward, ElemType::bf16, 64, sm90::kBwdSmemBytes, &launch,
+  return {90, Pass::backward, ElemType::bf16, 64, sm90::bwd90_smem_bytes(64), &launch,
           &sm90::bwd90_attributes<__nv_bfloat16, 64>};
 }
 }  // namespace flashpp::cuda::instances

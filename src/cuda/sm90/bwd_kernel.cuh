@@ -1,5 +1,5 @@
 #pragma once
-// Hopper (sm90a) backward main kernel, head dim 64: dK, dV and the dQ accumulator
+// Hopper (sm90a) backward main kernel, head dims 64 and 128: dK, dV and the dQ accumulator
 // with TMA loads and wgmma. One block per (key block of 128 keys, kv head, batch
 // entry), as the FA2-class backward (sm80/bwd_kernel.cuh), whose preprocessing
 // (D, the short rows' D), dQ conversion and exact-D passes run around it unchanged.
@@ -13,15 +13,17 @@
 //             registers, dV_c += P^T dO and dK_c += dS^T Q (wgmma RS: P^T and dS^T
 //             as A from registers, dO and Q as B read along their rows), dS^T to
 //             the step's shared 128-key panel; once both consumers' rows are in,
-//             dQ[:, 32c ..] += dS K[:, 32c ..] (wgmma SS, both operands read along
-//             their rows, all 128 keys), reduced into the blocked fp32 accumulator.
-// A step's dQ products are issued at the next step, behind its S^T and dP^T, and
-// reduced at that step's end, so they run under the elementwise work; the consumers
-// meet once per step, at the dS^T panel's mbarrier, a step after writing it.
+//             dQ[:, c D/2 ..] += dS K[:, c D/2 ..] (wgmma SS, both operands read
+//             along their rows, all 128 keys), reduced into the blocked fp32
+//             accumulator.
+// At d 64 a step's dQ products are issued at the next step, behind its S^T and dP^T,
+// and reduced at that step's end, so they run under the elementwise work; the
+// consumers meet once per step, at the dS^T panel's mbarrier, a step after writing
+// it. At d 128 (registers) a step issues and reduces its own dQ.
 // Concentrated rows are flagged as the FA2-class main kernel flags them
 // (sm80/bwd_exact_d.cuh), for the exact-D and fix passes.
 //
-// Scope: head dim 64 (head_dim == head_dim_v <= 64), no softcap, a positive
+// Scope: head dims 64 and 128 (head_dim == head_dim_v), no softcap, a positive
 // scale, fixed-length batches, not the deterministic mode (the registry's
 // select_hopper_backward says which calls it takes).
 #include <cuda.h>
@@ -50,11 +52,13 @@
 
 namespace flashpp::cuda::sm90 {
 
-// Byte offsets of the block's shared memory from its 1024-aligned base: every
-// tile is one 64-column panel of 128-byte rows (TMA's 128-byte swizzle).
+// Byte offsets of the block's shared memory from its 1024-aligned base: a tile of
+// head dim D is D / 64 panels of 64 columns, each of 128-byte rows (TMA's 128-byte
+// swizzle), panel p of a tile of r rows at p * r * 128.
+template <int D>
 struct BwdLayout {
-  static constexpr std::uint32_t kv_bytes = kBwdBlockN * 128;  // K or V: 128 rows
-  static constexpr std::uint32_t q_bytes = kBwdBlockM * 128;   // Q or dO of one stage: 64 rows
+  static constexpr std::uint32_t kv_bytes = kBwdBlockN * 2 * D;  // K or V: 128 rows
+  static constexpr std::uint32_t q_bytes = kBwdBlockM * 2 * D;   // Q or dO of one stage: 64 rows
   static constexpr std::uint32_t ds_bytes = 64 * 128;          // one dS^T tile: 64 keys x 64 queries
   static constexpr std::uint32_t k = 0;
   static constexpr std::uint32_t v = k + kv_bytes;
@@ -74,7 +78,7 @@ struct BwdLayout {
   __device__ static constexpr std::uint32_t panel_full(int t) { return bars + 8 + 16 * kBwdStages + 8 * t; }
   static constexpr std::uint32_t end = bars + 8 + 16 * kBwdStages + 8 * kBwdPanels;
   static_assert(ds % 1024 == 0 && q % 1024 == 0 && dout % 1024 == 0, "wgmma tiles start on the swizzle atom");
-  static_assert(1024 + end <= kBwdSmemBytes, "the launch's shared memory must hold the layout");
+  static_assert(1024 + end <= bwd90_smem_bytes(D), "the launch's shared memory must hold the layout");
 };
 
 // A key block's steps: the query blocks [first, end) of each query head of the kv
@@ -98,9 +102,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     bwd_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ BwdMaps maps,
                const __grid_constant__ sm80::BwdArgs a) {
 #if FLASHPP_SM90_ENABLED
-  static_assert(D == 64, "the Hopper backward is built for head dim 64");
+  static_assert(D == 64 || D == 128, "the Hopper backward is built for head dims 64 and 128");
   constexpr int BM = kBwdBlockM, BN = kBwdBlockN, ST = kBwdStages;
-  using L = BwdLayout;
+  constexpr int kPanels = D / 64;  // 64-column panels of a tile
+  using L = BwdLayout<D>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t base = (ptx::smem_u32(smem_raw) + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (base - ptx::smem_u32(smem_raw));
@@ -140,8 +145,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         ptx::tma_prefetch_map(&maps.q);
         ptx::tma_prefetch_map(&maps.dout);
         ptx::mbarrier_arrive_expect_tx(base + L::kv_full, 2 * L::kv_bytes);
-        ptx::tma_load_4d(base + L::k, &maps.k, base + L::kv_full, 0, krow, hk, kb);
-        ptx::tma_load_4d(base + L::v, &maps.v, base + L::kv_full, 0, krow, hk, kb);
+#pragma unroll
+        for (int pn = 0; pn < kPanels; ++pn) {
+          ptx::tma_load_4d(base + L::k + pn * BN * 128, &maps.k, base + L::kv_full, 64 * pn, krow, hk, kb);
+          ptx::tma_load_4d(base + L::v + pn * BN * 128, &maps.v, base + L::kv_full, 64 * pn, krow, hk, kb);
+        }
       }
       StepWalk walk{hk * p.gqa_ratio, m_lo, m_lo, m_lo + n_m};
       for (int i = 0; i < steps; ++i) {
@@ -152,9 +160,13 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         ptx::mbarrier_wait(base + L::q_empty(s), parity ^ 1u);
         if (lane == 0) {
           ptx::mbarrier_arrive_expect_tx(base + L::q_full(s), 2 * L::q_bytes);
-          ptx::tma_load_4d(base + L::q + s * L::q_bytes, &maps.q, base + L::q_full(s), 0, int(seq.q0) + m0, h, qb);
-          ptx::tma_load_4d(base + L::dout + s * L::q_bytes, &maps.dout, base + L::q_full(s), 0, int(seq.q0) + m0, h,
-                           qb);
+#pragma unroll
+          for (int pn = 0; pn < kPanels; ++pn) {
+            const std::uint32_t off = s * L::q_bytes + pn * BM * 128;
+            ptx::tma_load_4d(base + L::q + off, &maps.q, base + L::q_full(s), 64 * pn, int(seq.q0) + m0, h, qb);
+            ptx::tma_load_4d(base + L::dout + off, &maps.dout, base + L::q_full(s), 64 * pn, int(seq.q0) + m0, h,
+                             qb);
+          }
         }
         // LSE (log2 domain; +inf past the sequence, so those probabilities are 0)
         // and D of the step's rows.
@@ -182,9 +194,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     const float mul = p.scale_log2;  // the score map folds (no softcap, positive scale)
 
     // Descriptors. Read along d (K-major): K_c and V_c as A, Q and dO as B of S^T and
-    // dP^T, k-steps of 16 columns = 32 bytes. Read along their rows (MN-major):
-    // Q and dO as B of dK and dV, K's column half as B of dQ, dS^T as A of dQ, k-steps of 16
-    // rows = 2048 bytes.
+    // dP^T, k-steps of 16 columns = 32 bytes within a 64-column panel (kmajor_step).
+    // Read along their rows (MN-major): Q and dO as B of dK and dV (the panel stride as
+    // the leading byte offset), K's column half as B of dQ, dS^T as A of dQ, k-steps of
+    // 16 rows = 2048 bytes.
     const std::uint32_t kc = c * 64 * 128;
     const ptx::Sw128Desc k_km = ptx::Sw128Desc::make(base + L::k + kc, 16, 1024);
     const ptx::Sw128Desc v_km = ptx::Sw128Desc::make(base + L::v + kc, 16, 1024);
@@ -192,10 +205,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     const ptx::Sw128Desc do_km = ptx::Sw128Desc::make(base + L::dout, 16, 1024);
     const ptx::Sw128Desc q_mn = ptx::Sw128Desc::make(base + L::q, BM * 128, 1024);
     const ptx::Sw128Desc do_mn = ptx::Sw128Desc::make(base + L::dout, BM * 128, 1024);
-    // dQ is split by columns: consumer c takes dQ[:, 32c .. 32c + 31] over all 128
-    // keys, so each dQ element is reduced once per step and block. Its B, K's
-    // columns from 32c on, starts 64c bytes into K's swizzled rows.
-    const ptx::Sw128Desc kq_mn = ptx::Sw128Desc::make(base + L::k + 64 * c, BN * 128, 1024);
+    // dQ is split by columns: consumer c takes dQ[:, c D / 2 ..] (D / 2 columns) over
+    // all 128 keys, so each dQ element is reduced once per step and block. Its B, K's
+    // columns from c D / 2 on, starts 64c bytes into K's swizzled rows at d 64 and at
+    // K's panel c at d 128.
+    constexpr int kDqCols = D / 2;
+    const int dq_col0 = c * kDqCols;
+    const std::uint32_t kq_off = D == 64 ? 64 * c : c * BN * 128;
+    const ptx::Sw128Desc kq_mn = ptx::Sw128Desc::make(base + L::k + kq_off, BN * 128, 1024);
     const std::uint32_t ds_rows = base + L::ds + c * L::ds_bytes;  // this consumer's rows of panel 0
     const ptx::Sw128Desc ds_mn = ptx::Sw128Desc::make(base + L::ds, 64 * 128, 1024);
 
@@ -207,24 +224,31 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     if (steps > 0) ptx::mbarrier_wait(base + L::kv_full, 0);
     // This thread's keys in the block: rows g and g + 8 of its warp's 16.
     const int key0 = n0 + c * 64 + warp * 16 + g;
-    // The previous step's dQ (consumer c's 32 columns), its products issued by
-    // issue_dq and its reductions by reduce_dq one step later.
+    // Byte offset of k-step kk (16 columns) of a K-major tile of `rows` rows.
+    auto kmajor_step = [](int kk, int rows) { return std::uint32_t((kk / 4) * rows * 128 + (kk % 4) * 32); };
+    // At d 64 a step's dQ is issued at the next step and reduced at its end (below); at
+    // d 128 that would keep 224 accumulator registers live at once (dV, dK, S^T, dP^T and
+    // dQ), so each step issues and reduces its own dQ.
+    constexpr bool kDqLate = D == 64;
+    // The previous step's dQ (consumer c's columns), its products issued by issue_dq
+    // and its reductions by reduce_dq one step later (kDqLate).
     struct PrevStep {
       int panel;
       std::uint32_t panel_parity;
       int stage, h, m0, rows;
     } prev{0, 0, 0, 0, 0, 0};
-    float dq[D / 4];
+    float dq[kDqCols / 2];
     auto issue_dq = [&](int panel) {
       const std::uint32_t off = panel * 2 * L::ds_bytes;
       ptx::fresh_registers(dq);
       ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk)
-        ptx::Wgmma<T, D / 2>::template ss<1, 1>(dq, ds_mn.at(off + kk * 2048), kq_mn.at(kk * 2048), kk > 0 ? 1 : 0);
+        ptx::Wgmma<T, kDqCols>::template ss<1, 1>(dq, ds_mn.at(off + kk * 2048), kq_mn.at(kk * 2048),
+                                                  kk > 0 ? 1 : 0);
       ptx::wgmma_commit();
     };
-    // dQ rows warp * 16 + g (+ 8), columns 32c + 8j + 2t4 (+1), into the blocked
+    // dQ rows warp * 16 + g (+ 8), columns c D / 2 + 8j + 2t4 (+1), into the blocked
     // accumulator (sm80/bwd_args.hpp), rows past the step's end left out.
     auto reduce_dq = [&](int h, int m0, int rows) {
 #pragma unroll
@@ -233,9 +257,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         if (r < rows) {
           const std::int64_t grow = seq.q_global0 + m0 + r;
 #pragma unroll
-          for (int j = 0; j < 4; ++j)
+          for (int j = 0; j < kDqCols / 8; ++j)
             ptx::red_add_v2_f32(
-                a.dq_accum + sm80::dq_accum_index(grow, std::int64_t(h) * D + 32 * c + 8 * j + 2 * t4,
+                a.dq_accum + sm80::dq_accum_index(grow, std::int64_t(h) * D + dq_col0 + 8 * j + 2 * t4,
                                                   a.dq_accum_row_stride),
                 dq[4 * j + 2 * hh], dq[4 * j + 2 * hh + 1]);
         }
@@ -262,12 +286,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
-        ptx::Wgmma<T, 64>::template ss<0, 0>(st, k_km.at(kk * 32), q_km.at(qs + kk * 32), kk > 0 ? 1 : 0);
+        ptx::Wgmma<T, 64>::template ss<0, 0>(st, k_km.at(kmajor_step(kk, BN)), q_km.at(qs + kmajor_step(kk, BM)),
+                                             kk > 0 ? 1 : 0);
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
-        ptx::Wgmma<T, 64>::template ss<0, 0>(dpt, v_km.at(kk * 32), do_km.at(qs + kk * 32), kk > 0 ? 1 : 0);
+        ptx::Wgmma<T, 64>::template ss<0, 0>(dpt, v_km.at(kmajor_step(kk, BN)), do_km.at(qs + kmajor_step(kk, BM)),
+                                             kk > 0 ? 1 : 0);
       ptx::wgmma_commit();
-      if constexpr (!kFirst) {
+      if constexpr (!kFirst && kDqLate) {
         // The previous step's dQ, queued behind this step's S^T and dP^T: it runs
         // under this step's elementwise work and is reduced at the step's end.
         ptx::mbarrier_wait(base + L::panel_full(prev.panel), prev.panel_parity);
@@ -376,24 +402,40 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::fence_proxy_async_smem();  // generic-proxy stores, read next by wgmma
       ptx::mbarrier_arrive(base + L::panel_full(panel));
 
-      if constexpr (!kFirst) {
-        ptx::wgmma_wait<1>();  // the previous step's dQ done; this step's dV, dK in flight
+      if constexpr (kDqLate) {
+        if constexpr (!kFirst) {
+          ptx::wgmma_wait<1>();  // the previous step's dQ done; this step's dV, dK in flight
+          ptx::fence_registers(dq);
+          reduce_dq(prev.h, prev.m0, prev.rows);
+        }
+        prev = {panel, std::uint32_t(i / kBwdPanels) & 1u, s, h, m0, rows};
+      } else {
+        // This step's dQ once both consumers' rows are in, then everything retired:
+        // the stage is free and nothing is in flight at the next step's top.
+        ptx::mbarrier_wait(base + L::panel_full(panel), std::uint32_t(i / kBwdPanels) & 1u);
+        issue_dq(panel);
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(dv);
+        ptx::fence_registers(dk);
         ptx::fence_registers(dq);
-        reduce_dq(prev.h, prev.m0, prev.rows);
+        __syncwarp();
+        if (leader) ptx::mbarrier_arrive(base + L::q_empty(s));
+        reduce_dq(h, m0, rows);
       }
-      prev = {panel, std::uint32_t(i / kBwdPanels) & 1u, s, h, m0, rows};
       walk.advance();
     };
     if (steps > 0) {
       step(0, std::true_type{});
       for (int i = 1; i < steps; ++i) step(i, std::false_type{});
-      ptx::mbarrier_wait(base + L::panel_full(prev.panel), prev.panel_parity);
-      issue_dq(prev.panel);
-      ptx::wgmma_wait<0>();
-      ptx::fence_registers(dv);
-      ptx::fence_registers(dk);
-      ptx::fence_registers(dq);
-      reduce_dq(prev.h, prev.m0, prev.rows);
+      if constexpr (kDqLate) {
+        ptx::mbarrier_wait(base + L::panel_full(prev.panel), prev.panel_parity);
+        issue_dq(prev.panel);
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(dv);
+        ptx::fence_registers(dk);
+        ptx::fence_registers(dq);
+        reduce_dq(prev.h, prev.m0, prev.rows);
+      }
     } else {
 #pragma unroll
       for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.f;
@@ -409,7 +451,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       const int r = c * 64 + warp * 16 + g + 8 * hh;
       if (r >= rows_k) continue;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
+      for (int j = 0; j < D / 8; ++j) {
         const int col = 8 * j + 2 * t4;
         if (col < p.head_dim)
           *reinterpret_cast<std::uint32_t*>(dk_ptr + std::int64_t(r) * p.dk_row_stride + col) =

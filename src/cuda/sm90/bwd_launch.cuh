@@ -16,7 +16,7 @@ template <typename T, int D>
 void launch_bwd90(const AttnParams& p, const LaunchArgs& a, const KernelEntry& fa2) {
   const BwdMaps maps = encode_bwd_maps(p, kBwdBlockM, kBwdBlockN);
   const dim3 grid(blocks(p.seqlen_k, kBwdBlockN), p.heads_kv, p.batch);
-  launch_kernel(bwd_kernel<T, D>, grid, kBwdThreads, kBwdSmemBytes, a.stream, "Hopper backward kernel", p, maps,
+  launch_kernel(bwd_kernel<T, D>, grid, kBwdThreads, bwd90_smem_bytes(D), a.stream, "Hopper backward kernel", p, maps,
                 a.bwd);
   fa2.launch_fix(p, a);
 }
