@@ -3,16 +3,5 @@
 
 namespace flashpp::cuda::instances {
 KernelEntry bwd_bf16_hd64();  // the FA2-class entry: its fix passes follow the main kernel
-
-namespace {
-void launch(const AttnParams& p, const LaunchArgs& a) {
-  static const KernelEntry fa2 = bwd_bf16_hd64();
-  sm90::launch_bwd90<__nv_bfloat16, 64>(p, a, fa2);
-}
-}  // namespace
-
-KernelEntry bwd90_bf16_hd64() {
-  return {90, Pass::backward, ElemType::bf16, 64, sm90::bwd90_smem_bytes(64), &launch,
-          &sm90::bwd90_attributes<__nv_bfloat16, 64>};
-}
+KernelEntry bwd90_bf16_hd64() { return sm90::bwd90_entry<__nv_bfloat16, 64, &bwd_bf16_hd64>(); }
 }  // namespace flashpp::cuda::instances

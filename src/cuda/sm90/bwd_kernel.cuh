@@ -338,7 +338,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
             }
           }
       };
-      if (tile_needs_mask(m0, rows, n0, BN, seq, wl, wr))
+      // This consumer's 64 keys only: on a causal diagonal one of the two often needs
+      // no mask.
+      if (tile_needs_mask(m0, rows, n0 + c * 64, 64, seq, wl, wr))
         p_and_ds(std::true_type{});
       else
         p_and_ds(std::false_type{});
@@ -353,11 +355,12 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         }
 
       // dS^T to this consumer's rows of the step's panel (row = key, 128-byte rows,
-      // 16-byte chunks XOR-swizzled by the row's index in its 8-row atom); the next
-      // step issues dQ[:, 32c ..] += dS K[:, 32c ..] over the panel's 128 keys. The
-      // panel was last read by step i - kBwdPanels's dQ products, which both
-      // consumers waited for (step i - 2's end) before their arrivals on step
-      // i - 1's panel, which this thread waited for.
+      // 16-byte chunks XOR-swizzled by the row's index in its 8-row atom), read by
+      // dQ[:, c D/2 ..] += dS K[:, c D/2 ..] over the panel's 128 keys (issued at the
+      // next step at d 64, at this step's end at d 128). The panel was last read by
+      // step i - kBwdPanels's dQ products, which both consumers waited for (by step
+      // i - 2's end) before their arrivals on step i - 1's panel, which this thread
+      // waited for.
       const int panel = i % kBwdPanels;
       const std::uint32_t ds_off = panel * 2 * L::ds_bytes;
       // By stmatrix, 16 keys x 16 queries per x4 store: dsa[kk] holds exactly the four

@@ -26,4 +26,19 @@ cudaError_t bwd90_attributes(cudaFuncAttributes* attr) {
   return cudaFuncGetAttributes(attr, bwd_kernel<T, D>);
 }
 
+// The table entry of one instance. Fa2 returns the FA2-class entry of the same dtype and
+// head dim (defined in its own instance file, so its kernels are not compiled again
+// here), whose fix passes follow the main kernel.
+template <typename T, int D, KernelEntry (*Fa2)()>
+void launch_bwd90_entry(const AttnParams& p, const LaunchArgs& a) {
+  static const KernelEntry fa2 = Fa2();
+  launch_bwd90<T, D>(p, a, fa2);
+}
+
+template <typename T, int D, KernelEntry (*Fa2)()>
+KernelEntry bwd90_entry() {
+  return {90, Pass::backward, elem_type_of<T>(), D, bwd90_smem_bytes(D), &launch_bwd90_entry<T, D, Fa2>,
+          &bwd90_attributes<T, D>};
+}
+
 }  // namespace flashpp::cuda::sm90
