@@ -55,6 +55,37 @@ def _lse_shape(q_shape, varlen):
     return (q_shape[1], q_shape[0]) if varlen else (q_shape[0], q_shape[2], q_shape[1])
 
 
+def _spec_or_none(spec, x, argument, writable=False):
+    # The core takes None for an array not given: an optional one (lse, varlen
+    # offsets) or an output left unallocated for inputs the core will reject.
+    return None if x is None else spec(x, argument, writable)
+
+
+def _cu_seqlens_specs(spec, cu_seqlens_q, cu_seqlens_k):
+    return _spec_or_none(spec, cu_seqlens_q, "cu_seqlens_q"), _spec_or_none(spec, cu_seqlens_k, "cu_seqlens_k")
+
+
+def _launch(entry, arrays, like, specs, opts, cu_seqlens_q, cu_seqlens_k):
+    """Calls _core.forward or _core.backward, whose arguments end alike: the
+    arrays' specs, then the options, the varlen offsets and an allocator of
+    scratch memory in the framework of `like`; then waits for the work where
+    that framework needs it."""
+    entry(*specs, opts, *_cu_seqlens_specs(arrays.spec, cu_seqlens_q, cu_seqlens_k), arrays.allocator(like))
+    arrays.finish(like)
+
+
+def _select(core_select, q, k, v, causal, window, softcap, softmax_scale, deterministic, cu_seqlens_q, cu_seqlens_k,
+            max_seqlen_q, max_seqlen_k):
+    """Asks the core's select_forward or select_backward; choosing a backend
+    launches nothing, so there is no stream."""
+    arrays = arrays_for(q)
+    opts = _options(causal, window, softcap, softmax_scale, deterministic, cu_seqlens_q, cu_seqlens_k,
+                    max_seqlen_q, max_seqlen_k, 0)
+    spec = arrays.spec
+    return core_select(spec(q, "q"), spec(k, "k"), spec(v, "v"), opts,
+                       *_cu_seqlens_specs(spec, cu_seqlens_q, cu_seqlens_k))
+
+
 def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, softmax_scale=None, return_lse=False,
               cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, out=None, lse=None,
               stream=None):
@@ -91,18 +122,13 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, softmax_sc
     if lse is None and want_lse and shapes_ok:
         lse = arrays.empty(q, _lse_shape(qs, varlen), "float32")
     spec = arrays.spec
-    _core.forward(
+    _launch(_core.forward, arrays, q, [
         spec(q, "q"),
         spec(k, "k"),
         spec(v, "v"),
-        None if out is None else spec(out, "out", True),
-        None if lse is None else spec(lse, "lse", True),
-        opts,
-        None if cu_seqlens_q is None else spec(cu_seqlens_q, "cu_seqlens_q"),
-        None if cu_seqlens_k is None else spec(cu_seqlens_k, "cu_seqlens_k"),
-        arrays.allocator(q),
-    )
-    arrays.finish(q)
+        _spec_or_none(spec, out, "out", True),
+        _spec_or_none(spec, lse, "lse", True),
+    ], opts, cu_seqlens_q, cu_seqlens_k)
     return (out, lse) if want_lse else out
 
 
@@ -130,22 +156,17 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, window=(-1, -1)
         grads.append(arrays.empty(x, shape) if g is None and shape is not None else g)
     dq, dk, dv = grads
     spec = arrays.spec
-    _core.backward(
+    _launch(_core.backward, arrays, q, [
         spec(dout, "dout"),
         spec(q, "q"),
         spec(k, "k"),
         spec(v, "v"),
         spec(out, "out"),
-        None if lse is None else spec(lse, "lse"),
-        None if dq is None else spec(dq, "dq", True),
-        None if dk is None else spec(dk, "dk", True),
-        None if dv is None else spec(dv, "dv", True),
-        opts,
-        None if cu_seqlens_q is None else spec(cu_seqlens_q, "cu_seqlens_q"),
-        None if cu_seqlens_k is None else spec(cu_seqlens_k, "cu_seqlens_k"),
-        arrays.allocator(q),
-    )
-    arrays.finish(q)
+        _spec_or_none(spec, lse, "lse"),
+        _spec_or_none(spec, dq, "dq", True),
+        _spec_or_none(spec, dk, "dk", True),
+        _spec_or_none(spec, dv, "dv", True),
+    ], opts, cu_seqlens_q, cu_seqlens_k)
     return dq, dk, dv
 
 
@@ -153,25 +174,13 @@ def select_forward(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, softm
                    cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
     """(ok, backend, reason): which backend would run attention() on these
     arguments, or why none can. Raises only for invalid arguments."""
-    arrays = arrays_for(q)
-    opts = _options(causal, window, softcap, softmax_scale, False, cu_seqlens_q, cu_seqlens_k,
-                    max_seqlen_q, max_seqlen_k, 0)
-    spec = arrays.spec
-    return _core.select_forward(
-        spec(q, "q"), spec(k, "k"), spec(v, "v"), opts,
-        None if cu_seqlens_q is None else spec(cu_seqlens_q, "cu_seqlens_q"),
-        None if cu_seqlens_k is None else spec(cu_seqlens_k, "cu_seqlens_k"))
+    return _select(_core.select_forward, q, k, v, causal, window, softcap, softmax_scale, False, cu_seqlens_q,
+                   cu_seqlens_k, max_seqlen_q, max_seqlen_k)
 
 
 def select_backward(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, softmax_scale=None,
                     deterministic=False, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
                     max_seqlen_k=None):
     """Like select_forward, for attention_backward()."""
-    arrays = arrays_for(q)
-    opts = _options(causal, window, softcap, softmax_scale, deterministic, cu_seqlens_q, cu_seqlens_k,
-                    max_seqlen_q, max_seqlen_k, 0)
-    spec = arrays.spec
-    return _core.select_backward(
-        spec(q, "q"), spec(k, "k"), spec(v, "v"), opts,
-        None if cu_seqlens_q is None else spec(cu_seqlens_q, "cu_seqlens_q"),
-        None if cu_seqlens_k is None else spec(cu_seqlens_k, "cu_seqlens_k"))
+    return _select(_core.select_backward, q, k, v, causal, window, softcap, softmax_scale, deterministic,
+                   cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)

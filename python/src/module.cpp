@@ -136,6 +136,19 @@ auto with_views(nb::handle q, nb::handle k, nb::handle v, const Options& o, nb::
   return f(tq, tk, tv, opts);
 }
 
+// Binds a query over q, k, v, the options and cu_seqlens that runs nothing
+// (workspace sizes, backend selection); they all take the same arguments.
+template <class F, class... Doc>
+void def_query(nb::module_& m, const char* name, F query, const Doc&... doc) {
+  m.def(
+      name,
+      [query](nb::handle q, nb::handle k, nb::handle v, const Options& o, nb::handle cu_q, nb::handle cu_k) {
+        return with_views(q, k, v, o, cu_q, cu_k, query);
+      },
+      "q"_a.none(), "k"_a.none(), "v"_a.none(), "options"_a, "cu_seqlens_q"_a.none() = nb::none(),
+      "cu_seqlens_k"_a.none() = nb::none(), doc...);
+}
+
 std::tuple<bool, std::string, std::string> as_tuple(const Selection& s) { return {s.ok, s.backend, s.reason}; }
 
 // Waits for `stream` on CUDA device `device`. For frameworks whose streams
@@ -198,32 +211,12 @@ NB_MODULE(_core, m) {
         "lse"_a.none(), "dq"_a.none(), "dk"_a.none(), "dv"_a.none(),
         "options"_a, "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(),
         "alloc"_a.none() = nb::none(), "Runs the backward pass into dq, dk, dv.");
-  m.def(
-      "forward_workspace_bytes",
-      [](nb::handle q, nb::handle k, nb::handle v, const Options& o, nb::handle cu_q, nb::handle cu_k) {
-        return with_views(q, k, v, o, cu_q, cu_k, [](auto&... a) { return flashpp::forward_workspace_bytes(a...); });
-      },
-      "q"_a.none(), "k"_a.none(), "v"_a.none(), "options"_a, "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none());
-  m.def(
-      "backward_workspace_bytes",
-      [](nb::handle q, nb::handle k, nb::handle v, const Options& o, nb::handle cu_q, nb::handle cu_k) {
-        return with_views(q, k, v, o, cu_q, cu_k, [](auto&... a) { return flashpp::backward_workspace_bytes(a...); });
-      },
-      "q"_a.none(), "k"_a.none(), "v"_a.none(), "options"_a, "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none());
-  m.def(
-      "select_forward",
-      [](nb::handle q, nb::handle k, nb::handle v, const Options& o, nb::handle cu_q, nb::handle cu_k) {
-        return with_views(q, k, v, o, cu_q, cu_k, [](auto&... a) { return as_tuple(flashpp::select_forward(a...)); });
-      },
-      "q"_a.none(), "k"_a.none(), "v"_a.none(), "options"_a, "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(),
-      "(ok, backend, reason): which backend would run the forward, or why none can.");
-  m.def(
-      "select_backward",
-      [](nb::handle q, nb::handle k, nb::handle v, const Options& o, nb::handle cu_q, nb::handle cu_k) {
-        return with_views(q, k, v, o, cu_q, cu_k, [](auto&... a) { return as_tuple(flashpp::select_backward(a...)); });
-      },
-      "q"_a.none(), "k"_a.none(), "v"_a.none(), "options"_a, "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(),
-      "(ok, backend, reason): which backend would run the backward, or why none can.");
+  def_query(m, "forward_workspace_bytes", [](auto&... a) { return flashpp::forward_workspace_bytes(a...); });
+  def_query(m, "backward_workspace_bytes", [](auto&... a) { return flashpp::backward_workspace_bytes(a...); });
+  def_query(m, "select_forward", [](auto&... a) { return as_tuple(flashpp::select_forward(a...)); },
+            "(ok, backend, reason): which backend would run the forward, or why none can.");
+  def_query(m, "select_backward", [](auto&... a) { return as_tuple(flashpp::select_backward(a...)); },
+            "(ok, backend, reason): which backend would run the backward, or why none can.");
   m.def(
       "address_of",
       [](nb::handle obj) {

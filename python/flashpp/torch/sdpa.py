@@ -216,17 +216,33 @@ def _math_backward(grad_out, query, key, value, out, lse, is_causal, attn_mask, 
     return dq.to(query.dtype), dk.to(key.dtype), dv.to(value.dtype)
 
 
-# ---- ATen kernels -----------------------------------------------------------
-
-def _cpu_forward(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
-    _check_dropout(dropout_p)
+def _forward(query, key, value, is_causal, attn_mask, scale):
+    """(out, lse) by flashpp's kernels where _plan allows, else by the math
+    fallback; out is in the layout of empty_like(query) either way."""
     scale = _scale(query, scale)
     plan = _plan(query, key, value, is_causal, attn_mask)
     if plan is None:
         out, lse = _math_forward(query, key, value, is_causal, attn_mask, scale)
-        out = _alloc_like(query, out.shape).copy_(out)
+        return _alloc_like(query, out.shape).copy_(out), lse
+    return _flash_forward(query, key, value, plan, scale)
+
+
+def _backward_into(grads, grad_out, query, key, value, out, lse, is_causal, attn_mask, scale):
+    """Writes (dq, dk, dv) into `grads`, by the same choice as _forward."""
+    scale = _scale(query, scale)
+    plan = _plan(query, key, value, is_causal, attn_mask)
+    if plan is None:
+        for g, r in zip(grads, _math_backward(grad_out, query, key, value, out, lse, is_causal, attn_mask, scale)):
+            g.copy_(r)
     else:
-        out, lse = _flash_forward(query, key, value, plan, scale)
+        _flash_backward(grad_out, query, key, value, out, lse, plan, scale, grads)
+
+
+# ---- ATen kernels -----------------------------------------------------------
+
+def _cpu_forward(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    _check_dropout(dropout_p)
+    out, lse = _forward(query, key, value, is_causal, attn_mask, scale)
     # The CPU operator's LSE is (batch, seq_q, heads) memory seen as (batch, heads, seq_q).
     lse_t = torch.empty((lse.shape[0], lse.shape[2], lse.shape[1]), dtype=torch.float32,
                         device=lse.device).transpose(1, 2)
@@ -237,17 +253,10 @@ def _cpu_forward(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask
 def _cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *, attn_mask=None,
                   scale=None):
     _check_dropout(dropout_p)
-    scale = _scale(query, scale)
-    plan = _plan(query, key, value, is_causal, attn_mask)
     # Gradients in (batch, seq, heads, dim) memory, as the operator's meta function says.
     grads = tuple(torch.empty_permuted(x.shape, (0, 2, 1, 3), dtype=x.dtype, device=x.device)
                   for x in (query, key, value))
-    if plan is None:
-        for g, r in zip(grads, _math_backward(grad_out, query, key, value, out, logsumexp, is_causal, attn_mask,
-                                              scale)):
-            g.copy_(r)
-    else:
-        _flash_backward(grad_out, query, key, value, out, logsumexp, plan, scale, grads)
+    _backward_into(grads, grad_out, query, key, value, out, logsumexp, is_causal, attn_mask, scale)
     return grads
 
 
@@ -255,13 +264,7 @@ def _cuda_forward(query, key, value, dropout_p=0.0, is_causal=False, return_debu
     _check_dropout(dropout_p)
     if return_debug_mask:
         fail("not_supported", "return_debug_mask", "flashpp does not materialize attention probabilities")
-    scale = _scale(query, scale)
-    plan = _plan(query, key, value, is_causal, None)
-    if plan is None:
-        out, lse = _math_forward(query, key, value, is_causal, None, scale)
-        out = _alloc_like(query, out.shape).copy_(out)
-    else:
-        out, lse = _flash_forward(query, key, value, plan, scale)
+    out, lse = _forward(query, key, value, is_causal, None, scale)
     dev = query.device
     rng_state = torch.empty((2,), dtype=torch.uint64, device=dev)
     unused = torch.empty((), dtype=torch.uint64, device=dev)
@@ -272,14 +275,8 @@ def _cuda_forward(query, key, value, dropout_p=0.0, is_causal=False, return_debu
 def _cuda_backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
                    is_causal, philox_seed, philox_offset, *, scale=None):
     _check_dropout(dropout_p)
-    scale = _scale(query, scale)
-    plan = _plan(query, key, value, is_causal, None)
     grads = (torch.empty_like(query), torch.empty_like(key), torch.empty_like(value))
-    if plan is None:
-        for g, r in zip(grads, _math_backward(grad_out, query, key, value, out, logsumexp, is_causal, None, scale)):
-            g.copy_(r)
-    else:
-        _flash_backward(grad_out, query, key, value, out, logsumexp, plan, scale, grads)
+    _backward_into(grads, grad_out, query, key, value, out, logsumexp, is_causal, None, scale)
     return grads
 
 
