@@ -110,10 +110,9 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
                                   p.v_row_stride, rows_k, p.head_dim_v, tid);
 
   // Steps walk the query blocks m_lo .. m_lo + n_m - 1 of each query head of the
-  // group in turn; the head and block advance as counters (an i / n_m per step was
-  // two integer divisions, ~50 instructions, in the loop). Pointers advanced across
-  // steps instead of the strided products below measured no fewer instructions:
-  // they took eight more registers and spilled.
+  // group in turn (StepWalk). Pointers advanced across steps instead of the strided
+  // products below measured no fewer instructions: they took eight more registers
+  // and spilled.
   auto load_step = [&](int h, int m0, int stage) {
     const int rows = min(BM, seq.len_q - m0);
     copy_tile_async<QTile, THREADS, true>(q_s + stage * QTile::kBytes,
@@ -146,23 +145,19 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
   // row is a multiple of 8 (every step then, as m0 is).
   const bool dq_rows_aligned = (seq.q_global0 & 7) == 0;
 
-  int h = hk * p.gqa_ratio, m_blk = m_lo;  // step i's query head and query block
+  StepWalk walk{hk * p.gqa_ratio, m_lo, m_lo, m_lo + n_m};  // step i's query head and query block
   for (int i = 0; i < steps; ++i) {
     const int stage = i & 1;
-    const int m0 = m_blk * BM;
+    const int h = walk.h, m0 = walk.m_blk * BM;
     const int rows = min(BM, seq.len_q - m0);
-    int next_h = h, next_blk = m_blk + 1;
-    if (next_blk == m_lo + n_m) {
-      next_blk = m_lo;
-      ++next_h;
-    }
+    const StepWalk next = walk.next();
     ptx::cp_async_wait_group<0>();
     // Step i has landed; every warp is done with step i-1 (its stage and P^T/dS^T).
     __syncthreads();
     // The next step's copies go into the stage step i-1 used: here, or after phase A
     // (bwd_late_prefetch).
     constexpr bool kLate = bwd_late_prefetch(D);
-    if (!kLate && i + 1 < steps) load_step(next_h, next_blk * BM, stage ^ 1);
+    if (!kLate && i + 1 < steps) load_step(next.h, next.m_blk * BM, stage ^ 1);
     if constexpr (!kLate) ptx::cp_async_commit_group();
 
     const std::uint32_t qst = q_s + stage * QTile::kBytes, dost = do_s + stage * QTile::kBytes;
@@ -302,7 +297,7 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
     }
     __syncthreads();
     if constexpr (kLate) {
-      if (i + 1 < steps) load_step(next_h, next_blk * BM, stage ^ 1);
+      if (i + 1 < steps) load_step(next.h, next.m_blk * BM, stage ^ 1);
       ptx::cp_async_commit_group();
     }
 
@@ -377,8 +372,7 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
         }
       }
     }
-    h = next_h;
-    m_blk = next_blk;
+    walk = next;
   }
 
   ptx::cp_async_wait_group<0>();  // no copy may still target shared memory at exit

@@ -81,18 +81,6 @@ struct BwdLayout {
   static_assert(1024 + end <= bwd90_smem_bytes(D), "the launch's shared memory must hold the layout");
 };
 
-// A key block's steps: the query blocks [first, end) of each query head of the kv
-// head's group in turn (the producer and the consumers walk them alike).
-struct StepWalk {
-  int h, m_blk, first, end;
-  __device__ __forceinline__ void advance() {
-    if (++m_blk == end) {
-      m_blk = first;
-      ++h;
-    }
-  }
-};
-
 // Arrivals that complete a step's load: the TMA's expect_tx arrive and one per
 // lane of the producer warp after its LSE and D stores.
 inline constexpr std::uint32_t kBwdQFullArrivals = 1 + 32;
