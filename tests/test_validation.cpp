@@ -33,6 +33,20 @@ void expect_error(F&& call, ErrorKind kind, const std::string& argument, std::in
   ADD_FAILURE() << "expected flashpp::Error about '" << argument << "'";
 }
 
+// Invalid arguments are rejected before the workspace is looked at (where
+// asking for its size throws, the call gets an empty one); valid ones get
+// exactly the workspace the API asks for. Shared by the fixed and varlen problems.
+void forward_in_asked_workspace(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                                const TensorView& lse, const AttentionOptions& opts) {
+  std::size_t bytes = 0;
+  try {
+    bytes = forward_workspace_bytes(q, k, v, opts);
+  } catch (const Error&) {
+  }
+  const HostWorkspace ws(bytes);
+  forward(q, k, v, out, lse, opts, ws.get());
+}
+
 // A valid fixed-length fp16 problem on the CPU (GQA 4/2, head dims 16/24);
 // each test breaks one thing about it.
 struct Fixed {
@@ -49,17 +63,8 @@ struct Fixed {
     q = hq.view(), k = hk.view(), v = hv.view(), out = hout.view(), lse = hlse.view(), dout = hdout.view();
     dq = hdq.view(), dk = hdk.view(), dv = hdv.view();
   }
-  // Invalid arguments are rejected before the workspace is looked at; valid
-  // ones get exactly the workspace the API asks for.
-  void fwd() const {
-    std::size_t bytes = 0;
-    try {
-      bytes = forward_workspace_bytes(q, k, v, opts);
-    } catch (const Error&) {
-    }
-    const HostWorkspace ws(bytes);
-    forward(q, k, v, out, lse, opts, ws.get());
-  }
+  void fwd() const { forward_in_asked_workspace(q, k, v, out, lse, opts); }
+  // As forward_in_asked_workspace, for backward.
   void bwd() const {
     std::size_t bytes = 0;
     try {
@@ -89,15 +94,7 @@ struct Varlen {
     opts.max_seqlen_q = 5;
     opts.max_seqlen_k = 5;
   }
-  void fwd() const {
-    std::size_t bytes = 0;
-    try {
-      bytes = forward_workspace_bytes(q, k, v, opts);
-    } catch (const Error&) {
-    }
-    const HostWorkspace ws(bytes);
-    forward(q, k, v, out, lse, opts, ws.get());
-  }
+  void fwd() const { forward_in_asked_workspace(q, k, v, out, lse, opts); }
   int32_t* cu_q() { return static_cast<int32_t*>(hcq.storage()); }
 };
 

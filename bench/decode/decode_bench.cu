@@ -23,18 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "cuda_check.cuh"
 #include "flashpp/kvcache.hpp"
+#include "graph_timing.cuh"
 
 namespace {
-
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 constexpr int kHeadsQ = 32, kHeadsKV = 8, kDim = 128;
 constexpr std::size_t kRotateBytes = std::size_t(512) << 20;  // keep per-replay traffic well above L2
@@ -142,33 +135,10 @@ Result run_config(const Config& c, const Pools& pools, void* ws, std::size_t ws_
   for (const auto& a : args) flashpp::attention_with_kvcache(a, o, w);  // warm up, opt in
   CHECK(cudaStreamSynchronize(stream));
 
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < calls; ++i) flashpp::attention_with_kvcache(args[std::size_t(i % copies)], o, w);
-  CHECK(cudaStreamEndCapture(stream, &graph));
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CHECK(cudaGraphLaunch(exec, stream));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<double> times;
-  for (int rep = 0; rep < 7; ++rep) {
-    CHECK(cudaEventRecord(e0, stream));
-    CHECK(cudaGraphLaunch(exec, stream));
-    CHECK(cudaEventRecord(e1, stream));
-    CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    times.push_back(1e3 * ms / calls);
-  }
-  std::sort(times.begin(), times.end());
-  CHECK(cudaGraphExecDestroy(exec));
-  CHECK(cudaGraphDestroy(graph));
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
+  const double us = median(graph_call_times_us(stream, calls, [&](int i) {
+    flashpp::attention_with_kvcache(args[std::size_t(i % copies)], o, w);
+  }));
   if (c.validate) flashpp::check_kvcache_status(args[0].validation_status, stream);
-  const double us = times[times.size() / 2];
   return {us, splits, double(kv_bytes) / (us * 1e-6) / 1e12, flashpp::select_kvcache(args[0], o).backend};
 }
 

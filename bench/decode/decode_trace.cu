@@ -23,20 +23,13 @@
 #include <vector>
 
 #include "cuda/decode/decode_kernel.cuh"
+#include "cuda_check.cuh"
+#include "graph_timing.cuh"
 
 namespace {
 
 using flashpp::cuda::decode::DecodeArgs;
 namespace dec = flashpp::cuda::decode;
-
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 constexpr int kHeadsQ = 32, kHeadsKV = 8, kDim = 128;
 
@@ -165,42 +158,30 @@ double check_output(const Buffers& B) {
   return worst;
 }
 
+// Median microseconds per call of `calls` launches replayed as one graph,
+// after two direct launches (warm-up).
 template <typename Launch>
 double step_us(cudaStream_t stream, int calls, Launch launch) {
   for (int i = 0; i < 2; ++i) launch(i);
   CHECK(cudaStreamSynchronize(stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < calls; ++i) launch(i);
-  CHECK(cudaStreamEndCapture(stream, &graph));
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CHECK(cudaGraphLaunch(exec, stream));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int r = 0; r < 7; ++r) {
-    CHECK(cudaEventRecord(e0, stream));
-    CHECK(cudaGraphLaunch(exec, stream));
-    CHECK(cudaEventRecord(e1, stream));
-    CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(1e3 * ms / calls);
-  }
-  CHECK(cudaGraphExecDestroy(exec));
-  CHECK(cudaGraphDestroy(graph));
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(graph_call_times_us(stream, calls, launch));
 }
 
-double median(std::vector<double> x) {
-  if (x.empty()) return 0;
-  std::sort(x.begin(), x.end());
-  return x[x.size() / 2];
+// Launches kernel(args...) on `stream` as a programmatic dependent of the
+// kernel before it, as run_config launches the decode kernel, so the floors
+// see the same launch overlap.
+template <typename... Params, typename... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
 }
 
 // One launch setting of the programmatic-launch overlap (DecodeArgs).
@@ -281,18 +262,12 @@ void run_config(int len, int splits, int calls, const std::vector<Variant>& vari
     unsigned zero = 0;
     CHECK(cudaMemcpyToSymbol(dec::g_trace_buffer, &buf, sizeof(buf)));
     CHECK(cudaMemcpyToSymbol(dec::g_trace_sequence, &zero, sizeof(zero)));
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < calls; ++i) launch(i);
-    CHECK(cudaStreamEndCapture(stream, &graph));
-    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const cudaGraphExec_t exec = capture_calls(stream, calls, launch);
     CHECK(cudaGraphLaunch(exec, stream));
     CHECK(cudaStreamSynchronize(stream));
     std::vector<unsigned long long> h(words);
     CHECK(cudaMemcpy(h.data(), buf, words * 8, cudaMemcpyDeviceToHost));
     CHECK(cudaGraphExecDestroy(exec));
-    CHECK(cudaGraphDestroy(graph));
     unsigned long long* null_buf = nullptr;
     CHECK(cudaMemcpyToSymbol(dec::g_trace_buffer, &null_buf, sizeof(null_buf)));
     CHECK(cudaFree(buf));
@@ -347,32 +322,14 @@ void run_config(int len, int splits, int calls, const std::vector<Variant>& vari
   }  // variants
 
   // Floors, measured the same way.
-  const double us_empty = step_us(stream, calls, [&](int) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(128);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    CHECK(cudaLaunchKernelEx(&cfg, empty_kernel, 0));
-  });
+  const double us_empty =
+      step_us(stream, calls, [&](int) { launch_dependent(empty_kernel, grid, dim3(128), stream, 0); });
   auto stream_floor = [&](auto kernel, int split_count, int threads) {
     return step_us(stream, calls, [&, kernel](int i) {
       const auto* kp = reinterpret_cast<const uint4*>(B.k + std::size_t(i % B.copies) * B.per_copy);
       const auto* vp = reinterpret_cast<const uint4*>(B.v + std::size_t(i % B.copies) * B.per_copy);
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(kHeadsKV, unsigned(split_count));
-      cfg.blockDim = dim3(unsigned(threads));
-      cfg.stream = stream;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[0].val.programmaticStreamSerializationAllowed = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      CHECK(cudaLaunchKernelEx(&cfg, kernel, kp, vp, len / split_count, B.sink));
+      launch_dependent(kernel, dim3(kHeadsKV, unsigned(split_count)), dim3(unsigned(threads)), stream, kp, vp,
+                       len / split_count, B.sink);
     });
   };
   std::printf("floors, us/step: empty kernel (same grid) %.2f", us_empty);
