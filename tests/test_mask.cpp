@@ -143,6 +143,78 @@ TEST(Mask, PlainLoopOnlyWhereTheLoopTilesAreWhole) {
   EXPECT_TRUE(cuda::sm90::plain_loop_safe(p, 128, 128));
 }
 
+// unmasked_query_rows, found once per key tile, answers as tile_needs_mask does for
+// every query block of every sequence shape, window and key tile (including tiles
+// past the keys' end, partial last blocks and rows that see no key).
+TEST(Mask, UnmaskedQueryRowsAgreeWithTileNeedsMask) {
+  const int lengths[] = {1, 63, 64, 65, 128, 200, 333};
+  const int windows[] = {-1, 0, 1, 63, 64, 130};
+  long unmasked = 0, masked = 0;
+  for (int sq : lengths)
+    for (int sk : lengths)
+      for (int wl : windows)
+        for (int wr : windows)
+          for (int cols : {16, 64})
+            for (int n0 = 0; n0 < sk; n0 += cols)
+              for (int bm : {16, 64}) {
+                const SeqLengths seq{sq, sk};
+                const UnmaskedQueryRows u = unmasked_query_rows(n0, cols, seq, wl, wr);
+                for (int m0 = 0; m0 < sq; m0 += bm) {
+                  const int rows = std::min(bm, sq - m0);
+                  const bool needs = tile_needs_mask(m0, rows, n0, cols, seq, wl, wr);
+                  ASSERT_EQ(!u.covers(m0, rows), needs)
+                      << "seqlen_q " << sq << ", seqlen_k " << sk << ", window (" << wl << ", " << wr << "), keys "
+                      << n0 << " + " << cols << ", rows " << m0 << " + " << rows;
+                  (needs ? masked : unmasked) += 1;
+                }
+              }
+  // Both answers occur (the test would pass vacuously otherwise).
+  EXPECT_GT(unmasked, masked / 10);
+  EXPECT_GT(masked, unmasked / 10);
+}
+
+// tile_element_mask, found once per tile, answers as visible_keys does for every
+// element of tiles anywhere in sequences of every shape and window, including
+// lengths and windows near the int range, where its bounds are clamped.
+TEST(Mask, TileElementMaskAgreesWithVisibleKeys) {
+  const int lengths[] = {1, 63, 64, 65, 200, 333};
+  const int windows[] = {-1, 0, 1, 63, 64, 130};
+  long visible = 0, hidden = 0;
+  auto check = [&](int sq, int sk, int wl, int wr, int m0, int n0, int tile_rows, int tile_cols) {
+    const SeqLengths seq{sq, sk};
+    const TileElementMask t = tile_element_mask(m0, n0, seq, wl, wr);
+    for (int rr = 0; rr < tile_rows && m0 + rr < sq; ++rr) {
+      const VisibleRange v = visible_keys(m0 + rr, sq, sk, wl, wr);
+      for (int kk = 0; kk < tile_cols; ++kk) {
+        const std::int64_t key = std::int64_t(n0) + kk;
+        const bool want = key >= v.lo && key < v.hi;
+        ASSERT_EQ(t.has(kk, rr), want) << "seqlen_q " << sq << ", seqlen_k " << sk << ", window (" << wl << ", "
+                                       << wr << "), row " << m0 << " + " << rr << ", key " << n0 << " + " << kk;
+        (want ? visible : hidden) += 1;
+      }
+    }
+  };
+  for (int sq : lengths)
+    for (int sk : lengths)
+      for (int wl : windows)
+        for (int wr : windows)
+          for (int m0 = 0; m0 < sq; m0 += 48)
+            for (int n0 = 0; n0 < sk + 64; n0 += 40) check(sq, sk, wl, wr, m0, n0, 64, 64);
+  // Far from the diagonal of long sequences, and windows near the int range.
+  const int big = 2147483647 - 200;
+  for (int wl : {-1, 0, 5, big})
+    for (int wr : {-1, 0, 5, big}) {
+      check(big, big, wl, wr, big - 70, 0, 64, 64);
+      check(big, big, wl, wr, 0, big - 70, 64, 64);
+      check(big, big, wl, wr, big - 70, big - 90, 64, 64);
+      check(100, big, wl, wr, 40, big - 64, 64, 64);
+      check(big, 100, wl, wr, big - 100, 40, 64, 64);
+    }
+  // Both answers occur (the test would pass vacuously otherwise).
+  EXPECT_GT(visible, hidden / 10);
+  EXPECT_GT(hidden, visible / 10);
+}
+
 // The one rule for folding the score map into the exponent, which the kernels'
 // ScoreMap and the host's plain-loop test share: no softcap and a positive scale.
 TEST(Mask, ScoreMapFoldsOnlyWithoutSoftcapAndWithAPositiveScale) {

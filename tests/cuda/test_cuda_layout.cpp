@@ -133,6 +133,15 @@ TEST(CudaDqAccumLayout, BlockedIndex) {
           }
         }
     }
+    // Whole bands and blocks away (dq_accum_offset): from any element, including rows
+    // that do not start a band.
+    for (std::int64_t r = 0; r < 24; r += 3)
+      for (std::int64_t c = 0; c < width; c += 5)
+        for (int bands = 0; bands < 3; ++bands)
+          for (int blocks = 0; 8 * blocks + c < width; ++blocks)
+            EXPECT_EQ(dq_accum_index(r + 8 * bands, c + 8 * blocks, width),
+                      dq_accum_index(r, c, width) + flashpp::cuda::sm80::dq_accum_offset(bands, blocks, width))
+                << "row " << r << " col " << c << " bands " << bands << " blocks " << blocks;
     for (std::int64_t band = 0; band < 3; ++band)
       for (std::int64_t c0 = 0; c0 < width; c0 += 8) {
         const std::int64_t first = dq_accum_index(band * 8, c0, width);

@@ -56,4 +56,15 @@ __host__ __device__
   return (row & ~std::int64_t(7)) * width + (col & ~std::int64_t(7)) * 8 + (row & 7) * 8 + (col & 7);
 }
 
+// From element (row, col) to (row + 8 bands, col + 8 blocks): the same place in another
+// block, so a thread's fragment elements 8 rows or 8 columns apart are one index plus
+// constants (no per-reduction 64-bit index arithmetic).
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+    inline std::int64_t
+    dq_accum_offset(int bands, int blocks, std::int64_t width) {
+  return std::int64_t(bands) * 8 * width + std::int64_t(blocks) * 64;
+}
+
 }  // namespace flashpp::cuda::sm80

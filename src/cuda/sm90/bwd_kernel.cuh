@@ -212,6 +212,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     if (steps > 0) ptx::mbarrier_wait(base + L::kv_full, 0);
     // This thread's keys in the block: rows g and g + 8 of its warp's 16.
     const int key0 = n0 + c * 64 + warp * 16 + g;
+    // The steps whose query rows see all of this consumer's keys (no element mask).
+    const UnmaskedQueryRows unmasked = unmasked_query_rows(n0 + c * 64, 64, seq, wl, wr);
     // Byte offset of k-step kk (16 columns) of a K-major tile of `rows` rows.
     auto kmajor_step = [](int kk, int rows) { return std::uint32_t((kk / 4) * rows * 128 + (kk % 4) * 32); };
     // At d 64 a step's dQ is issued at the next step and reduced at its end (below); at
@@ -237,19 +239,19 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::wgmma_commit();
     };
     // dQ rows warp * 16 + g (+ 8), columns c D / 2 + 8j + 2t4 (+1), into the blocked
-    // accumulator (sm80/bwd_args.hpp), rows past the step's end left out.
+    // accumulator (sm80/bwd_args.hpp), rows past the step's end left out. The eight
+    // (d 64) or sixteen reductions are one index apart by whole bands and blocks.
     auto reduce_dq = [&](int h, int m0, int rows) {
+      const int r0 = warp * 16 + g;
+      float* acc = a.dq_accum + sm80::dq_accum_index(seq.q_global0 + m0 + r0,
+                                                     std::int64_t(h) * D + dq_col0 + 2 * t4, a.dq_accum_row_stride);
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const int r = warp * 16 + g + 8 * hh;
-        if (r < rows) {
-          const std::int64_t grow = seq.q_global0 + m0 + r;
+        if (r0 + 8 * hh < rows) {
 #pragma unroll
           for (int j = 0; j < kDqCols / 8; ++j)
-            ptx::red_add_v2_f32(
-                a.dq_accum + sm80::dq_accum_index(grow, std::int64_t(h) * D + dq_col0 + 8 * j + 2 * t4,
-                                                  a.dq_accum_row_stride),
-                dq[4 * j + 2 * hh], dq[4 * j + 2 * hh + 1]);
+            ptx::red_add_v2_f32(acc + sm80::dq_accum_offset(hh, j, a.dq_accum_row_stride), dq[4 * j + 2 * hh],
+                                dq[4 * j + 2 * hh + 1]);
         }
       }
     };
@@ -308,18 +310,20 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       // without a branch per element around the mask.
       auto p_and_ds = [&](auto masked_tag) {
         constexpr bool kMasked = decltype(masked_tag)::value;
+        // Relative to the step's corner (query m0, key n0): one mask per step, two
+        // compares per element (this thread holds 16 query columns).
+        TileElementMask tm{0, 0, 0};
+        if constexpr (kMasked) tm = tile_element_mask(m0, n0, seq, wl, wr);
 #pragma unroll
         for (int j = 0; j < 8; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int col = 8 * j + 2 * t4 + e;
             const float l2 = lse_s[col], dd = dsum_s[col];
-            KeyBounds kb{0, 0};
-            if constexpr (kMasked) kb = key_bounds(m0 + col, seq, wl, wr);
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
               const int idx = 4 * j + 2 * hh + e;
-              const bool visible = !kMasked || kb.has(key0 + 8 * hh);
+              const bool visible = !kMasked || tm.has(key0 - n0 + 8 * hh, col);
               const float pr = visible ? ptx::ex2_approx(fmaf(st[idx], mul, -l2)) : 0.f;
               st[idx] = pr;
               dpt[idx] = pr * (dpt[idx] - dd);
@@ -328,7 +332,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       };
       // This consumer's 64 keys only: on a causal diagonal one of the two often needs
       // no mask.
-      if (tile_needs_mask(m0, rows, n0 + c * 64, 64, seq, wl, wr))
+      if (!unmasked.covers(m0, rows))
         p_and_ds(std::true_type{});
       else
         p_and_ds(std::false_type{});
