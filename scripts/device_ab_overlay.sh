@@ -9,7 +9,8 @@
 # in build-ab-<name>, a build tree of its own. (Swapping a file in place and
 # rebuilding is unsafe across device calls: sources copied from the host may be
 # older than objects built from the swapped file, so ninja rebuilds nothing.)
-# ab/<name>.env, if present, holds VAR=value lines exported for that version's runs.
+# ab/<name>.env, if present, holds VAR=value lines exported for that version's runs
+# (its benchmark, tests and sanitizer runs).
 # Writes build-ab/bench_<name>, and build-ab/bench_base (this tree's bench) if absent.
 # FLASHPP_AB_TESTS_<name>=<ctest regex> also builds that version's tests and runs the
 # matching ones (GPU tests of a branch's own kernels, in the same call as its A/B);
@@ -48,19 +49,20 @@ for dir in ab/*/; do
     wrapper "$name" "$PWD/build-ab-$name/$bench" "ab/$name.env"
     echo "overlay $name: $(find "$dir" -type f | wc -l) files, built in $(( $(date +%s) - t0 )) s"
     tests_var=FLASHPP_AB_TESTS_$name
+    # The version's settings (ab/<name>.env) hold for its tests and sanitizer runs too.
+    envs=()
+    [ -f "ab/$name.env" ] && mapfile -t envs < <(grep -E '^[A-Za-z_][A-Za-z0-9_]*=' "ab/$name.env")
     if [ -n "${!tests_var:-}" ]; then
       tlog=${OUT:-/tmp}/overlay_tests_$name.log
       if cmake --build "build-ab-$name" -j "$jobs" >>"$log" 2>&1; then
-        timeout 300 ctest --test-dir "build-ab-$name" -R "${!tests_var}" --output-on-failure -j 8 --timeout 240 \
-          >"$tlog" 2>&1
+        env "${envs[@]}" timeout 300 ctest --test-dir "build-ab-$name" -R "${!tests_var}" --output-on-failure -j 8 \
+          --timeout 240 >"$tlog" 2>&1
         echo "overlay $name tests (${!tests_var}): $(grep -E "tests passed" "$tlog" | tail -1)"
         grep -E "\*\*\*Failed|Failed  " "$tlog" | head -10
         san_var=FLASHPP_AB_SANITIZE_$name
         if [ "${!san_var:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
           slog=${OUT:-/tmp}/overlay_sanitize_$name.log
           : >"$slog"
-          envs=()
-          [ -f "ab/$name.env" ] && mapfile -t envs < <(grep -E '^[A-Za-z_][A-Za-z0-9_]*=' "ab/$name.env")
           for tool in memcheck racecheck; do
             env "${envs[@]}" timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 \
               "build-ab-$name/tests/cuda/flashpp_cuda_sanitize_cases" >>"$slog" 2>&1
