@@ -202,20 +202,14 @@ Selected select_hopper_forward(const AttnParams& p, int device) {
   return s;
 }
 
-// Whether the caller asked for the Hopper backward (opt-in while it is new).
-bool hopper_backward_asked() {
-  const char* family = std::getenv("FLASHPP_CUDA_BACKWARD_FAMILY");
-  return family != nullptr && std::strcmp(family, "sm90") == 0;
-}
-
-// The Hopper backward (FLASHPP_CUDA_BACKWARD_FAMILY=sm90), or why it cannot run these
-// arguments.
+// The Hopper backward, or why it cannot run these arguments ("" reason = use it).
 Selected select_hopper_backward(const AttnParams& p, int device) {
   Selected s;
   const int d = sm80::round_head_dim(p.head_dim);
   s.name = std::string("cuda-sm90 bwd ") + dtype_label(p.dtype) + " hdim" + std::to_string(d);
-  if (!hopper_backward_asked()) {
-    s.reason = "the Hopper backward runs only with FLASHPP_CUDA_BACKWARD_FAMILY=sm90 (not yet the default)";
+  const char* force = std::getenv("FLASHPP_CUDA_BACKWARD_FAMILY");
+  if (force != nullptr && std::strcmp(force, "sm80") == 0) {
+    s.reason = "FLASHPP_CUDA_BACKWARD_FAMILY=sm80 forces the FA2-class backward";
     return s;
   }
   if (p.dtype != ElemType::f16 && p.dtype != ElemType::bf16) {
@@ -263,8 +257,7 @@ Selected select(Pass pass, const AttnParams& p, int device) {
     Selected hopper = select_hopper_backward(p, device);
     if (hopper.entry != nullptr) return hopper;
     Selected s = select_fa2(pass, p, device);
-    // Asked for and not taken: say why (while it is opt-in, only when asked for).
-    if (hopper_backward_asked()) s.note = hopper.name + " not used: " + hopper.reason;
+    s.note = hopper.name + " not used: " + hopper.reason;
     return s;
   }
   if (pass != Pass::forward) return select_fa2(pass, p, device);

@@ -26,7 +26,7 @@ struct LaunchArgs {
 struct KernelEntry {
   int arch;          // kernel family: 80 = FA2-class (mma.sync), runs on sm80 and newer;
                      // 90 = FA3-class (TMA + wgmma, sm90a): the forward, and the backward
-                     // at head dims 64 and 128 (opt-in, FLASHPP_CUDA_BACKWARD_FAMILY=sm90)
+                     // at head dims 64 and 128
   Pass pass;
   ElemType dtype;
   int head_dim;      // compiled head dim; smaller ones round up to it
@@ -45,9 +45,10 @@ struct Selected {
   std::string note;  // set when a faster family was passed over: why
 };
 
-// The forward prefers the Hopper family on sm_90 devices and falls back to the
-// FA2-class kernels (saying why in `note`). FLASHPP_CUDA_FORWARD_FAMILY=sm80 in the
-// environment forces the FA2-class forward (tests and benchmarks of both families).
+// The forward and the backward prefer the Hopper family on sm_90 devices and fall back
+// to the FA2-class kernels (saying why in `note`). FLASHPP_CUDA_FORWARD_FAMILY=sm80 and
+// FLASHPP_CUDA_BACKWARD_FAMILY=sm80 in the environment force the FA2-class forward and
+// backward (tests and benchmarks of both families).
 // Needs the CUDA context of `device` only for the first query per (kernel, device).
 Selected select(Pass pass, const AttnParams& p, int device);
 

@@ -1,8 +1,9 @@
 // A handful of small forward + backward calls covering every kernel family
 // (head dims, GQA, causal/window, softcap, varlen, both backward modes), sized for
-// compute-sanitizer (memcheck, racecheck). Every case runs twice: with the forward
-// the device picks, then with the FA2-class forward forced
-// (FLASHPP_CUDA_FORWARD_FAMILY=sm80), so on Hopper both forward families are checked.
+// compute-sanitizer (memcheck, racecheck). Every case runs twice: with the kernels
+// the device picks, then with the FA2-class forward and backward forced
+// (FLASHPP_CUDA_FORWARD_FAMILY=sm80, FLASHPP_CUDA_BACKWARD_FAMILY=sm80), so on Hopper
+// both families are checked.
 // Exits non-zero on a wrong result.
 #include <cstdio>
 #include <cstdlib>
@@ -71,22 +72,24 @@ int main() {
       // Large logits: most rows sit on one key, so the exact-D and fix passes run.
       large_logits(make(128, false, false, -1, 0.f, true, DType::f16)),
       large_logits(make(64, true, true, -1, 0.f, false, DType::bf16)),
-      // Fixed-length, not deterministic, no softcap: the opt-in Hopper backward takes
-      // these at d 128 (masked and not) when FLASHPP_CUDA_BACKWARD_FAMILY=sm90.
+      // Fixed-length, not deterministic, no softcap: the Hopper backward takes these
+      // at d 128 (masked and not).
       make(128, false, false, 50, 0.f, false, DType::f16),
       make(128, true, false, -1, 0.f, false, DType::bf16),
   };
   int failed = 0;
   for (const bool fa2 : {false, true}) {
     // The library reads the variable per call.
-    if (fa2)
-      ::setenv("FLASHPP_CUDA_FORWARD_FAMILY", "sm80", 1);
-    else
-      ::unsetenv("FLASHPP_CUDA_FORWARD_FAMILY");
+    for (const char* family : {"FLASHPP_CUDA_FORWARD_FAMILY", "FLASHPP_CUDA_BACKWARD_FAMILY"}) {
+      if (fa2)
+        ::setenv(family, "sm80", 1);
+      else
+        ::unsetenv(family);
+    }
     int index = 0;
     for (AttnCase c : cases) {
       auto rng = make_rng("sanitize", std::uint64_t(index++));
-      if (fa2) c.label += "_fa2_forward";
+      if (fa2) c.label += "_fa2";
       AttnTensors t = make_tensors(c, rng, true);
       gpu::DeviceCase dev(c, t);
       dev.run_forward();
@@ -101,6 +104,7 @@ int main() {
     }
   }
   ::unsetenv("FLASHPP_CUDA_FORWARD_FAMILY");
+  ::unsetenv("FLASHPP_CUDA_BACKWARD_FAMILY");
   std::printf("sanitize cases: %s (seed %llu)\n", failed ? "FAILED" : "ok",
               static_cast<unsigned long long>(run_seed()));
   return failed ? 1 : 0;

@@ -119,15 +119,21 @@ TEST(CudaSelect, NamesTheKernel) {
   if (hopper) {
     EXPECT_NE(forced.note.find("FLASHPP_CUDA_FORWARD_FAMILY=sm80"), std::string::npos) << forced.note;
   }
-  // The opt-in Hopper backward asked for where it cannot run (the deterministic mode):
-  // the FA2-class backward runs and the note says why.
-  ::setenv("FLASHPP_CUDA_BACKWARD_FAMILY", "sm90", 1);
-  const Selection asked = select_backward(t.view(t.q), t.view(t.k), t.view(t.v), det);
+  // The Hopper backward passed over where it cannot run (the deterministic mode, on any
+  // device: that rule comes before the device's): the FA2-class backward runs and the
+  // note says why.
+  const Selection passed_over = select_backward(t.view(t.q), t.view(t.k), t.view(t.v), det);
+  EXPECT_TRUE(passed_over.ok) << passed_over.reason;
+  EXPECT_EQ(passed_over.backend.rfind("cuda-sm80 bwd", 0), 0u) << passed_over.backend;
+  EXPECT_NE(passed_over.note.find("cuda-sm90 bwd"), std::string::npos) << passed_over.note;
+  EXPECT_NE(passed_over.note.find("deterministic"), std::string::npos) << passed_over.note;
+  // Forcing the FA2-class backward: it runs and the note says why.
+  ::setenv("FLASHPP_CUDA_BACKWARD_FAMILY", "sm80", 1);
+  const Selection forced_bwd = select_backward(t.view(t.q), t.view(t.k), t.view(t.v));
   ::unsetenv("FLASHPP_CUDA_BACKWARD_FAMILY");
-  EXPECT_TRUE(asked.ok) << asked.reason;
-  EXPECT_EQ(asked.backend.rfind("cuda-sm80 bwd", 0), 0u) << asked.backend;
-  EXPECT_NE(asked.note.find("cuda-sm90 bwd"), std::string::npos) << asked.note;
-  EXPECT_NE(asked.note.find("deterministic"), std::string::npos) << asked.note;
+  EXPECT_TRUE(forced_bwd.ok) << forced_bwd.reason;
+  EXPECT_EQ(forced_bwd.backend.rfind("cuda-sm80 bwd", 0), 0u) << forced_bwd.backend;
+  EXPECT_NE(forced_bwd.note.find("FLASHPP_CUDA_BACKWARD_FAMILY=sm80"), std::string::npos) << forced_bwd.note;
 }
 
 }  // namespace
