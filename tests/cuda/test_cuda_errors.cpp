@@ -108,29 +108,29 @@ TEST(CudaSelect, NamesTheKernel) {
   const Selection s40 = select_forward(v40, v40, v40);
   EXPECT_TRUE(s40.ok) << s40.reason;
   EXPECT_NE(s40.backend.find("hdim64"), std::string::npos) << s40.backend;
+  // A family forced through the environment (the library reads it per call).
+  auto forced_sm80 = [&](const char* variable, auto select) {
+    ::setenv(variable, "sm80", 1);
+    const Selection s = select(t.view(t.q), t.view(t.k), t.view(t.v), AttentionOptions{});
+    ::unsetenv(variable);
+    return s;
+  };
   // Forcing the FA2-class forward (the rules of validation and of the Hopper TMA
   // loads coincide for realistic views, so the override is the fallback a test
   // can reach on an H200): the FA2 kernel runs and the note says why.
-  ::setenv("FLASHPP_CUDA_FORWARD_FAMILY", "sm80", 1);
-  const Selection forced = select_forward(t.view(t.q), t.view(t.k), t.view(t.v));
-  ::unsetenv("FLASHPP_CUDA_FORWARD_FAMILY");
+  const Selection forced = forced_sm80("FLASHPP_CUDA_FORWARD_FAMILY", select_forward);
   EXPECT_TRUE(forced.ok) << forced.reason;
   EXPECT_EQ(forced.backend.rfind("cuda-sm80 fwd bf16 hdim64", 0), 0u) << forced.backend;
   if (hopper) {
     EXPECT_NE(forced.note.find("FLASHPP_CUDA_FORWARD_FAMILY=sm80"), std::string::npos) << forced.note;
   }
-  // The Hopper backward passed over where it cannot run (the deterministic mode, on any
-  // device: that rule comes before the device's): the FA2-class backward runs and the
-  // note says why.
-  const Selection passed_over = select_backward(t.view(t.q), t.view(t.k), t.view(t.v), det);
-  EXPECT_TRUE(passed_over.ok) << passed_over.reason;
-  EXPECT_EQ(passed_over.backend.rfind("cuda-sm80 bwd", 0), 0u) << passed_over.backend;
-  EXPECT_NE(passed_over.note.find("cuda-sm90 bwd"), std::string::npos) << passed_over.note;
-  EXPECT_NE(passed_over.note.find("deterministic"), std::string::npos) << passed_over.note;
+  // The deterministic backward above passed the Hopper backward over (on any device:
+  // that rule comes before the device's): the FA2-class backward ran and the note says why.
+  EXPECT_EQ(b.backend.rfind("cuda-sm80 bwd", 0), 0u) << b.backend;
+  EXPECT_NE(b.note.find("cuda-sm90 bwd"), std::string::npos) << b.note;
+  EXPECT_NE(b.note.find("deterministic"), std::string::npos) << b.note;
   // Forcing the FA2-class backward: it runs and the note says why.
-  ::setenv("FLASHPP_CUDA_BACKWARD_FAMILY", "sm80", 1);
-  const Selection forced_bwd = select_backward(t.view(t.q), t.view(t.k), t.view(t.v));
-  ::unsetenv("FLASHPP_CUDA_BACKWARD_FAMILY");
+  const Selection forced_bwd = forced_sm80("FLASHPP_CUDA_BACKWARD_FAMILY", select_backward);
   EXPECT_TRUE(forced_bwd.ok) << forced_bwd.reason;
   EXPECT_EQ(forced_bwd.backend.rfind("cuda-sm80 bwd", 0), 0u) << forced_bwd.backend;
   EXPECT_NE(forced_bwd.note.find("FLASHPP_CUDA_BACKWARD_FAMILY=sm80"), std::string::npos) << forced_bwd.note;

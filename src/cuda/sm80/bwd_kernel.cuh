@@ -339,14 +339,14 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
               const int r = qc * QC + mt * 16 + g + 8 * hh;
               const bool row_ok = !decltype(checked)::value || r < rows;
               const std::int64_t grow = seq.q_global0 + m0 + (row_ok ? r : 0);
-              // Columns advance by 8 per n tile: one block further in the 8 x 8 layout.
+              // Columns advance by 8 per n tile: one block further (dq_accum_offset).
               float* acc0 = a.dq_accum + dq_accum_index(grow, std::int64_t(h) * D + dc * DC + part * NCP * 8 + 2 * t4,
                                                         a.dq_accum_row_stride);
 #pragma unroll
               for (int nt = 0; nt < NCP; ++nt) {
                 const int col = dc * DC + (part * NCP + nt) * 8 + 2 * t4;
                 const bool ok = row_ok && (!decltype(checked)::value || col < p.head_dim);
-                ptx::red_add_v2_f32(acc0 + nt * 64, ok ? dq[mt][nt][2 * hh] : 0.f, ok ? dq[mt][nt][2 * hh + 1] : 0.f);
+                ptx::red_add_v2_f32(acc0 + dq_accum_offset(0, nt, a.dq_accum_row_stride), ok ? dq[mt][nt][2 * hh] : 0.f, ok ? dq[mt][nt][2 * hh + 1] : 0.f);
               }
             }
         };
@@ -354,7 +354,8 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
           // A full step whose rows start on an 8-row band: with row = row0 + r,
           // row0 % 8 == 0 and r = qc QC + 16 mt + 8 hh + g, dq_accum_index splits into
           // (row0 + qc QC) W + h D 8 + (dc DC + g) 8 + 2 t4 for the step and thread and
-          // (16 mt + 8 hh) W for the fragment half: no per-reduction index arithmetic.
+          // whole bands and blocks for the fragment half (dq_accum_offset): no
+          // per-reduction index arithmetic.
           float* acc = a.dq_accum + (seq.q_global0 + m0 + qc * QC) * a.dq_accum_row_stride +
                        (std::int64_t(h) * D * 8 + (dc * DC + g) * 8 + 2 * t4);
 #pragma unroll
@@ -363,7 +364,7 @@ __device__ __forceinline__ void bwd_block(const AttnParams& p, const BwdArgs& a,
             for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
               for (int nt = 0; nt < NCP; ++nt)
-                ptx::red_add_v2_f32(acc + (16 * mt + 8 * hh) * a.dq_accum_row_stride + (part * NCP + nt) * 64,
+                ptx::red_add_v2_f32(acc + dq_accum_offset(2 * mt + hh, part * NCP + nt, a.dq_accum_row_stride),
                                     dq[mt][nt][2 * hh], dq[mt][nt][2 * hh + 1]);
         } else if (rows == BM && p.head_dim == D) {
           reduce(std::false_type{});
