@@ -8,6 +8,7 @@
 
 #include "flashpp/attention.hpp"
 #include "support/case_runner.hpp"
+#include "support/drifting_scores.hpp"
 #include "support/seed.hpp"
 
 namespace flashpp::test {
@@ -47,6 +48,28 @@ INSTANTIATE_TEST_SUITE_P(Fixed, CpuForwardEdge,
                            return edge_cases(std::get<0>(info.param))[std::size_t(std::get<1>(info.param))].label +
                                   "_" + short_dtype(std::get<0>(info.param));
                          });
+
+// Rows whose max keeps moving along the keys (support/drifting_scores.hpp), in
+// every dtype: the online softmax must follow each move. Short enough for CI.
+TEST(CpuForward, DriftingRowMax) {
+  int index = 0;
+  for (DType dtype : kDtypes)
+    for (bool causal : {false, true}) {
+      auto rng = make_rng(std::string("CpuForward.DriftingRowMax.") + short_dtype(dtype), std::uint64_t(index));
+      ++index;
+      AttnCase c;
+      c.label = "drifting_max";
+      c.dtype = dtype;
+      c.head_dim = c.head_dim_v = 64;
+      c.heads_q = c.heads_kv = 2;
+      c.seqlen_q = 40 + int(rng() % 24);
+      c.seqlen_k = 1500 + int(rng() % 300);
+      c.causal = causal;
+      // 12 log2 units per 128 keys: the max moves by more than 8 on every tile.
+      expect_cpu_case_matches_reference(c, rng, /*backward=*/false,
+                                        [&](AttnTensors& t) { make_drifting_scores(c, t, rng, 12.0); });
+    }
+}
 
 // Two runs of the same call give bitwise-identical out and LSE.
 TEST(CpuForward, IsDeterministic) {

@@ -4,6 +4,7 @@
 // reference, same masked-row and padding checks, outputs poisoned beforehand.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 
 #include "gpu_support.hpp"
@@ -18,8 +19,12 @@ inline AttnCase on_gpu(AttnCase c) {
   return c;
 }
 
-inline void expect_gpu_case_matches_reference(const AttnCase& c, std::mt19937_64& rng, bool backward) {
+// shape_inputs, when given, rewrites the random inputs before the call (structured
+// scores: see CudaForward.DriftingRowMax).
+inline void expect_gpu_case_matches_reference(const AttnCase& c, std::mt19937_64& rng, bool backward,
+                                              const std::function<void(AttnTensors&)>& shape_inputs = {}) {
   AttnTensors t = make_tensors(c, rng, backward);
+  if (shape_inputs) shape_inputs(t);
   SCOPED_TRACE("case: " + c.describe() + "\n" + t.describe());
   DeviceCase dev(c, t);
   dev.run_forward();

@@ -10,6 +10,7 @@
 #include "cuda/sm90/fwd_tiles.hpp"
 #include "gpu_case_runner.hpp"
 #include "support/attention_case.hpp"
+#include "support/drifting_scores.hpp"
 #include "support/seed.hpp"
 
 namespace flashpp::test::gpu {
@@ -232,6 +233,32 @@ TEST(CudaForward, MaskedScheduleAndHeadGroups) {
         EXPECT_TRUE(bitwise_equal(lse0.data(), t.lse.storage(), lse0.size())) << "lse differs from the static order";
       }
     }
+}
+
+// Rows whose max keeps moving (support/drifting_scores.hpp): about 3 log2 units per
+// 128 keys, up (head 0) or down (head 1), over 32-40 key tiles. A kernel that
+// rescales O only when the max has moved far enough, or skips the rescale when no
+// row of a warp moved, must get every move right; one that kept the first tiles'
+// max would overflow or lose the late keys.
+TEST(CudaForward, DriftingRowMax) {
+  FLASHPP_REQUIRE_GPU();
+  int index = 0;
+  for (DType dtype : kGpuDtypes)
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true}) {
+        auto rng = make_rng(std::string("CudaForward.DriftingRowMax.") + gpu_dtype_name(dtype), std::uint64_t(index));
+        ++index;
+        AttnCase c;
+        c.label = "drifting_max_d" + std::to_string(d);
+        c.dtype = dtype;
+        c.head_dim = c.head_dim_v = d;
+        c.heads_q = c.heads_kv = 2;
+        c.seqlen_q = 130 + int(rng() % 64);
+        c.seqlen_k = 4096 + int(rng() % 1024);
+        c.causal = causal;
+        expect_gpu_case_matches_reference(on_gpu(c), rng, /*backward=*/false,
+                                          [&](AttnTensors& t) { make_drifting_scores(c, t, rng); });
+      }
 }
 
 // Two runs of the same call give bitwise-identical out and LSE.

@@ -5,6 +5,7 @@
 // backward test executables.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 
 #include "support/attention_tensors.hpp"
@@ -12,8 +13,11 @@
 
 namespace flashpp::test {
 
-inline void expect_cpu_case_matches_reference(const AttnCase& c, std::mt19937_64& rng, bool backward) {
+// shape_inputs, when given, rewrites the random inputs before the call.
+inline void expect_cpu_case_matches_reference(const AttnCase& c, std::mt19937_64& rng, bool backward,
+                                              const std::function<void(AttnTensors&)>& shape_inputs = {}) {
   AttnTensors t = make_tensors(c, rng, backward);
+  if (shape_inputs) shape_inputs(t);
   SCOPED_TRACE("case: " + c.describe() + "\n" + t.describe());
   run_forward(c, t);
   if (backward) run_backward(c, t);
