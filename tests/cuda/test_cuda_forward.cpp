@@ -235,8 +235,9 @@ TEST(CudaForward, MaskedScheduleAndHeadGroups) {
     }
 }
 
-// Rows whose max keeps moving (support/drifting_scores.hpp): about 3 log2 units per
-// 128 keys, up (head 0) or down (head 1), over 32-40 key tiles. A kernel that
+// Rows whose max keeps moving (support/drifting_scores.hpp): 3 (unmasked) or 12
+// (causal) log2 units per 128 keys, up (head 0) or down (head 1), over 32-80 key
+// tiles: a move every few tiles, or on every tile. A kernel that
 // rescales O only when the max has moved far enough, or skips the rescale when no
 // row of a warp moved, must get every move right; one that kept the first tiles'
 // max would overflow or lose the late keys.
@@ -257,7 +258,7 @@ TEST(CudaForward, DriftingRowMax) {
         c.seqlen_k = 4096 + int(rng() % 1024);
         c.causal = causal;
         expect_gpu_case_matches_reference(on_gpu(c), rng, /*backward=*/false,
-                                          [&](AttnTensors& t) { make_drifting_scores(c, t, rng); });
+                                          [&](AttnTensors& t) { make_drifting_scores(c, t, rng, causal ? 12.0 : 3.0); });
       }
 }
 
