@@ -237,10 +237,9 @@ TEST(CudaForward, MaskedScheduleAndHeadGroups) {
 
 // Rows whose max keeps moving (support/drifting_scores.hpp): 3 (unmasked) or 12
 // (causal) log2 units per 128 keys, up (head 0) or down (head 1), over 32-80 key
-// tiles: a move every few tiles, or on every tile. A kernel that
-// rescales O only when the max has moved far enough, or skips the rescale when no
-// row of a warp moved, must get every move right; one that kept the first tiles'
-// max would overflow or lose the late keys.
+// tiles. A kernel that rescales O only when the max has moved far enough, or skips
+// the rescale when no row of a warp moved, must get every move right; one that kept
+// the first tiles' max would overflow or lose the late keys.
 TEST(CudaForward, DriftingRowMax) {
   FLASHPP_REQUIRE_GPU();
   int index = 0;
