@@ -95,7 +95,8 @@ if has_step build; then
   rc=$?
   t1=$(date +%s)
   cp "$build/.ninja_log" "$out/ninja_log.txt" 2>/dev/null
-  if [ $rc -eq 0 ]; then note build "ok in $((t1 - t0)) s ($jobs jobs)"; else
+  archs=$(grep -m1 '^FLASHPP_CUDA_GENCODE' "$build/CMakeCache.txt" 2>/dev/null | grep -o 'code=sm_[0-9a]*' | tr '\n' ' ')
+  if [ $rc -eq 0 ]; then note build "ok in $((t1 - t0)) s ($jobs jobs; ${archs% })"; else
     note build "FAILED (rc $rc), see build.log"; tail -40 "$out/build.log"; fi
 fi
 

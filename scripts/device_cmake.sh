@@ -19,6 +19,13 @@ device_cmake_configure() {
   fi
   # Older CMake (< 3.26) has no CUDA20 flags for nvcc; they are plain -std=c++20.
   extra+=(-DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20)
+  # On a Hopper device only the sm_90a image runs (the FA2-class kernels included):
+  # building the sm_80 one too doubles every CUDA compile for code no run loads.
+  # FLASHPP_DEVICE_ALL_ARCHS=1 builds both, as CI does.
+  if [ "${FLASHPP_DEVICE_ALL_ARCHS:-0}" != 1 ] &&
+     [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)" = "9.0" ]; then
+    extra+=("-DFLASHPP_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a")
+  fi
   [ "${FLASHPP_DEVICE_TUNING:-0}" = 1 ] && extra+=(-DFLASHPP_SM90_TUNING=ON -DFLASHPP_SM80_TUNING=ON)
   [ "${FLASHPP_DEVICE_TUNING:-0}" = sm80 ] && extra+=(-DFLASHPP_SM80_TUNING=ON)
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPP_CUDA=ON -DFLASHPP_BUILD_TESTS=ON \
