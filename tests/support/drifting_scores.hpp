@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 
 #include "support/attention_case.hpp"
 #include "support/attention_tensors.hpp"
@@ -18,6 +19,10 @@ namespace flashpp::test {
 // 1 / sqrt(d): q = +1 (head 0) or -1 (head 1) in every column, k[j] = alpha j +
 // N(0, 1/4), so score j = +-alpha j sqrt(d) (natural units) plus noise.
 inline void make_drifting_scores(const AttnCase& c, AttnTensors& t, std::mt19937_64& rng, double drift = 3.0) {
+  // The index arithmetic below is that layout's; any other case would be filled wrongly.
+  if (c.varlen || c.heads_q != 2 || c.heads_kv != 2 || c.softmax_scale.has_value())
+    throw std::invalid_argument("make_drifting_scores: needs a fixed-length case with 2 query and 2 kv heads "
+                                "and the default scale");
   const int d = c.head_dim;
   const double alpha = drift / 128.0 / (std::sqrt(double(d)) * 1.4426950408889634);
   std::normal_distribution<double> noise(0.0, 0.5);
