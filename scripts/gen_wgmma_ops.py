@@ -5,7 +5,7 @@ many to spell by hand; this script spells them. Rerun after changing SHAPES:
     python3 scripts/gen_wgmma_ops.py > src/cuda/ptx/wgmma_ops.inc
 """
 
-SHAPES = [16, 32, 64, 80, 96, 112, 128, 160, 176, 192, 256]
+SHAPES = [16, 32, 64, 72, 80, 96, 112, 128, 160, 176, 192, 256]
 TYPES = [("f16", "F16"), ("bf16", "BF16")]
 
 

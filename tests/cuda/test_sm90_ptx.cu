@@ -346,6 +346,83 @@ TEST(Sm90Ptx, WgmmaRSWithTransposedB) {
       "O");
 }
 
+// ---------------- wgmma RS, 8 extra columns from a panel of ones ----------------
+// O (64 x 72) = P (64 x 64, registers) * [V | 1] with V (64 keys x 64 columns) in one
+// of two stage buffers and the second 64-column atom (LBO) a panel of ones past both:
+// the forward's row sums from the tensor pipe (row_sums_by_tensor). Stage s's
+// descriptor is the stage-0 one moved s stages on, its LBO moved back as much, as in
+// the kernel's gemm_o. Columns 64..71 of every row must be P's row sum.
+__global__ void __launch_bounds__(128) wgmma_rs_sum_columns_kernel(const __grid_constant__ sm90::FwdMaps maps,
+                                                                   const float* pmat, float* out) {
+#if FLASHPP_SM90_ENABLED
+  constexpr std::uint32_t kStage = 64 * 128, kOnes = 2 * kStage;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const TileSmem sm = tile_smem_with_barrier(smem_raw, 3 * kStage);
+  const std::uint32_t v_s = sm.base, bar = sm.bar;
+  const std::uint32_t one2 = Element<__nv_bfloat16>::pack(1.f, 1.f);
+  uint4* const ones = reinterpret_cast<uint4*>(smem_raw + (v_s - ptx::smem_u32(smem_raw)) + kOnes);
+  for (std::uint32_t i = threadIdx.x; i < kStage / 16; i += blockDim.x) ones[i] = make_uint4(one2, one2, one2, one2);
+  ptx::fence_proxy_async_smem();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_arrive_expect_tx(bar, 2 * kStage);
+    ptx::tma_load_4d(v_s, &maps.v, bar, 0, 0, 0, 0);           // stage 0
+    ptx::tma_load_4d(v_s + kStage, &maps.v, bar, 0, 0, 0, 0);  // stage 1: the same V
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  std::uint32_t pa[4][4];
+  for (int kk = 0; kk < 4; ++kk) {
+    const int r0 = warp * 16 + g, c0 = kk * 16 + 2 * t;
+    auto at = [&](int r, int c) { return pmat[r * 64 + c]; };
+    pa[kk][0] = Element<__nv_bfloat16>::pack(at(r0, c0), at(r0, c0 + 1));
+    pa[kk][1] = Element<__nv_bfloat16>::pack(at(r0 + 8, c0), at(r0 + 8, c0 + 1));
+    pa[kk][2] = Element<__nv_bfloat16>::pack(at(r0, c0 + 8), at(r0, c0 + 9));
+    pa[kk][3] = Element<__nv_bfloat16>::pack(at(r0 + 8, c0 + 8), at(r0 + 8, c0 + 9));
+  }
+  ptx::mbarrier_wait(bar, 0);
+  const ptx::Sw128Desc v_desc = ptx::Sw128Desc::make(v_s, kOnes, 1024);
+  for (int stage = 0; stage < 2; ++stage) {
+    const std::uint32_t stage_off = stage * kStage, lbo_back = (stage_off >> 4) << 16;
+    float d[36];
+    for (int i = 0; i < 36; ++i) d[i] = 0.f;
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      ptx::Wgmma<__nv_bfloat16, 72>::rs<1>(d, pa[kk], v_desc.at(stage_off + kk * 16 * 128) - lbo_back, 1);
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers(d);
+    store_accumulator(d, out + stage * 64 * 72, 72);
+  }
+#endif
+}
+
+TEST(Sm90Ptx, WgmmaRSSumColumnsFromAPanelOfOnes) {
+  REQUIRE_SM90();
+  std::mt19937_64 rng = make_rng(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::vector<float> pf, vf;
+  exact_matrix(rng, 64, 64, pf);
+  const auto v = exact_matrix(rng, 64, 64, vf);
+  DeviceBuffer dp(pf.size() * 4), dv(v.size() * 2), dout(2 * 64 * 72 * 4);
+  dp.upload(pf.data(), pf.size() * 4);
+  dv.upload(v.data(), v.size() * 2);
+  const sm90::FwdMaps maps = maps_for(dv.get(), 64, dv.get(), 64, dv.get(), 64);
+  const int smem = 1024 + 3 * 64 * 128 + 64;
+  CUDA_OK(cudaFuncSetAttribute(wgmma_rs_sum_columns_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  wgmma_rs_sum_columns_kernel<<<1, 128, smem>>>(maps, static_cast<const float*>(dp.get()),
+                                                static_cast<float*>(dout.get()));
+  CUDA_OK(cudaDeviceSynchronize());
+  expect_exact_product(
+      dout, 2 * 64, 72,
+      [&](int i, int j) {
+        const int r = i % 64;
+        float ref = 0.f;
+        for (int k = 0; k < 64; ++k) ref += pf[r * 64 + k] * (j < 64 ? vf[k * 64 + j] : 1.f);
+        return ref;
+      },
+      "O with sum columns (rows 64..127: stage 1)");
+}
+
 // ---------------- stmatrix staging + TMA store ----------------
 // Two warpgroups hold a 128 x 128 accumulator tile in the wgmma layout (value of
 // (row, col) below), stage it through the forward epilogue's stmatrix helper with

@@ -30,6 +30,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/params.hpp"
 #include "cuda/common/element.cuh"
@@ -68,7 +69,8 @@ struct FwdLayout {
   static constexpr int kQBuffers = q_buffers(kT);
   static constexpr std::uint32_t k = kQBuffers * q_bytes;
   static constexpr std::uint32_t v = k + kT.stages * kv_bytes;
-  static constexpr std::uint32_t bars = v + kT.stages * kv_bytes;
+  static constexpr std::uint32_t ones = v + kT.stages * kv_bytes;  // row_sums_by_tensor's panel (or empty)
+  static constexpr std::uint32_t bars = ones + std::uint32_t(ones_panel_bytes(kT));
   static constexpr std::uint32_t o = kOwnO ? std::uint32_t(o_buffer_offset(kT)) : v;  // staged O (TMA-store epilogue)
   static constexpr std::uint32_t o_empty = bars + 32;
   __device__ static constexpr std::uint32_t q_full(int b) { return bars + 8 * b; }
@@ -192,7 +194,18 @@ __device__ __forceinline__ void issue_s(float (&s)[BN / 2], const ptx::Sw128Desc
 // the tile needs it, -> probabilities in place (those of keys past W: 0); row max
 // and sum updated; corr gets the factors by which O must be rescaled once the PV
 // product in flight has landed.
-template <int W, int N>
+// Lazy rescale (the plain loop's key tiles): the running max that serves as the
+// exponent base moves only when a tile's max exceeds it by more than this many
+// log2 units, so probabilities stay below 2^8 (fine for fp32 sums and for fp16 /
+// bf16 P) and, after the first tiles of a row, O is almost never rescaled: a warp
+// skips the rescale's D / 2 multiplies when none of its rows moved. The result is
+// the same up to rounding: O and the row sum are both relative to the base, and the
+// LSE is the base plus log2 of the sum.
+inline constexpr float kLazyHeadroom = 8.f;
+
+// Sums = false: the row sums come from the tensor pipe (row_sums_by_tensor), row_sum
+// is left alone.
+template <int W, int N, bool Lazy = false, bool Sums = true>
 __device__ __forceinline__ void tile_softmax(float (&s)[N], float (&row_max)[2], float (&row_sum)[2], float (&corr)[2],
                                              const ScoreMap& smap, bool fold, float mul, bool masked, int n0, int r0,
                                              const SeqRows& seq, int wl, int wr, int t4) {
@@ -220,7 +233,11 @@ __device__ __forceinline__ void tile_softmax(float (&s)[N], float (&row_max)[2],
 #pragma unroll
     for (int j = 0; j < W / 8; ++j) part_max[j] = fmaxf(s[4 * j + 2 * hh], s[4 * j + 2 * hh + 1]);
     float mx = tree_reduce<W / 8>(part_max, [](float a, float b) { return fmaxf(a, b); });
-    mx = fmaxf(quad_max(mx) * mul, row_max[hh]);
+    const float tile_mx = quad_max(mx) * mul;
+    if constexpr (Lazy)
+      mx = tile_mx > row_max[hh] + kLazyHeadroom ? tile_mx : row_max[hh];
+    else
+      mx = fmaxf(tile_mx, row_max[hh]);
     // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps
     // its exponents at -inf (probability 0) instead of NaN.
     const float base_hh = mx == -INFINITY ? 0.f : mx;
@@ -235,7 +252,8 @@ __device__ __forceinline__ void tile_softmax(float (&s)[N], float (&row_max)[2],
       s[4 * j + 2 * hh + 1] = p1;
       part_sum[j] = p0 + p1;
     }
-    row_sum[hh] = fmaf(row_sum[hh], corr[hh], tree_reduce<W / 8>(part_sum, [](float a, float b) { return a + b; }));
+    if constexpr (Sums)
+      row_sum[hh] = fmaf(row_sum[hh], corr[hh], tree_reduce<W / 8>(part_sum, [](float a, float b) { return a + b; }));
   }
   // Keys past the first W have probability 0.
 #pragma unroll
@@ -285,6 +303,15 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
       ptx::mbarrier_init(base + L::v_empty(s), kConsumerWarps);
     }
     ptx::mbarrier_init_fence();
+  }
+  if constexpr (ones_panel_bytes(kT) > 0) {
+    // The panel of ones P V reads for the row sums (every element 1, so the swizzle
+    // does not matter), made visible to the wgmmas' async proxy before the barrier.
+    const std::uint32_t one2 = Element<T>::pack(1.f, 1.f);
+    uint4* const panel = reinterpret_cast<uint4*>(smem_raw + (base - ptx::smem_u32(smem_raw)) + L::ones);
+    for (std::uint32_t i = threadIdx.x; i < ones_panel_bytes(kT) / 16; i += blockDim.x)
+      panel[i] = make_uint4(one2, one2, one2, one2);
+    ptx::fence_proxy_async_smem();
   }
   __syncthreads();
 
@@ -377,20 +404,39 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
     // k-steps and stages are offsets from them.
     const ptx::Sw128Desc q_desc = ptx::Sw128Desc::make(base + c * 64 * 128, 16, 1024);
     const ptx::Sw128Desc k_desc = ptx::Sw128Desc::make(base + L::k, 16, 1024);
-    const ptx::Sw128Desc v_desc = ptx::Sw128Desc::make(base + L::v, BN * 128, 1024);
+    const ptx::Sw128Desc v_desc =
+        ptx::Sw128Desc::make(base + L::v, Plain && row_sums_by_tensor(D) ? L::ones - L::v : BN * 128, 1024);
     // S = Q K^T over all BN keys of a stage, or only the lower half (half-width first tile).
+    // The stage arrives in a per-thread register (the ring advances under branches the
+    // compiler cannot prove warp-uniform), so every wgmma's descriptor was rebuilt per
+    // thread and moved to uniform registers (~5 instructions per wgmma, 60 of the 480
+    // in d 64's key loop). Broadcast from lane 0, the stage is provably uniform.
+    // Only in the plain kernels, and for S = Q K^T not in d 128's 128 x 128 one: in
+    // those ptxas then serialized the wgmmas (C7511).
+    constexpr bool kUniformS = Plain && !(D == 128 && V == 0), kUniformO = Plain;
+    auto uniform = [](auto on, int v) { return decltype(on)::value ? __shfl_sync(0xffffffffu, v, 0) : v; };
     auto gemm_s = [&](float (&s)[BN / 2], int stage, std::uint32_t q_off, bool half) {
-      const std::uint32_t k_off = stage * L::kv_bytes;
+      const std::uint32_t k_off = uniform(std::bool_constant<kUniformS>{}, stage) * L::kv_bytes;
       if constexpr (kHalfFirst) {
         if (half) return issue_s<T, D, BM, BN, BN / 2>(s, q_desc, k_desc, q_off, k_off);
       }
       issue_s<T, D, BM, BN, BN>(s, q_desc, k_desc, q_off, k_off);
     };
-    auto gemm_o = [&](float (&o)[D / 2], const std::uint32_t (&pa)[BN / 16][4], int stage) {
-      const std::uint32_t stage_off = stage * L::kv_bytes;
+    // O's accumulator: D columns, plus 8 whose every column is the row sum of P where
+    // the sums come from the tensor pipe (row_sums_by_tensor; plain kernels only, the
+    // generic ones keep their registers for the mask and softcap code).
+    constexpr bool kSumCols = Plain && row_sums_by_tensor(D);
+    constexpr int DO = kSumCols ? D + 8 : D;
+    auto gemm_o = [&](float (&o)[DO / 2], const std::uint32_t (&pa)[BN / 16][4], int stage) {
+      const std::uint32_t stage_off = uniform(std::bool_constant<kUniformO>{}, stage) * L::kv_bytes;
+      // With the sum columns, V's second 64-column atom (LBO from the tile's start) is
+      // the ones panel, which lies past every stage: moving to a later stage moves the
+      // start forward and that distance back by the same number of 16-byte units.
+      const std::uint32_t lbo_back = kSumCols ? (stage_off >> 4) << 16 : 0u;
       ptx::wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) ptx::Wgmma<T, D>::template rs<1>(o, pa[kk], v_desc.at(stage_off + kk * 16 * 128), 1);
+      for (int kk = 0; kk < BN / 16; ++kk)
+        ptx::Wgmma<T, DO>::template rs<1>(o, pa[kk], v_desc.at(stage_off + kk * 16 * 128) - lbo_back, 1);
       ptx::wgmma_commit();
     };
     auto release = [&](std::uint32_t bar) {
@@ -399,17 +445,45 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
 
     RingPos<ST> ring;
     std::uint32_t q_iter = 0;
+    // Up to d 96 the next tile's work (its order position, sequence bounds and key
+    // range: ~170 integer instructions with two divisions) is found while this
+    // tile's last P V runs rather than after its epilogue. Both consumers reach a
+    // tile's end together, so work between the epilogue and the next tile's first
+    // GEMM idles the tensor pipe (ncu source counters, d 64 1K: ~5% of the stall
+    // samples sat there). Only the two-consumer tiles up to d 96: elsewhere ptxas
+    // ran short of registers with it (C7511 or spills: d 128, and 108 bytes in the
+    // three-consumer d 64 kernel), and long rows, which those tiles serve, gain
+    // little from a per-tile saving. And only in the plain kernels: with the row-sum
+    // columns, the generic d 64 kernel's wgmmas were serialized (C7511).
+    constexpr bool kEarlyNext = Plain && D <= 96 && NC == 2;
     TileWork w;
-    for (int round = 0; consumer_tile(p, knobs, queue, round, leader, BM, BN, w); ++round) {
-      if (w.rows_q == 0) continue;
+    [[maybe_unused]] TileWork w_next;
+    [[maybe_unused]] bool more_next = false;
+    // Early: every round finds the next tile (prefetch below, on every path), and the
+    // next round takes it over.
+    auto take_tile = [&](int round) {
+      if constexpr (kEarlyNext) {
+        if (round > 0) {
+          w = w_next;
+          return more_next;
+        }
+      }
+      return consumer_tile(p, knobs, queue, round, leader, BM, BN, w);
+    };
+    for (int round = 0; take_tile(round); ++round) {
+      auto prefetch = [&] { more_next = consumer_tile(p, knobs, queue, round + 1, leader, BM, BN, w_next); };
+      if (w.rows_q == 0) {
+        if constexpr (kEarlyNext) prefetch();
+        continue;
+      }
       const TileCoord tc = w.tc;
       const SeqRows& seq = w.seq;
       const int m0 = w.m0, rows_q = w.rows_q;
       const KeyTiles& kt = w.kt;
 
-      float o[D / 2];
+      float o[DO / 2];
 #pragma unroll
-      for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+      for (int i = 0; i < DO / 2; ++i) o[i] = 0.f;
       float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
 
       // Scores of key tile n (log2 domain after `mul`), masked, -> probabilities;
@@ -428,12 +502,18 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
       };
       auto rescale = [&](const float (&corr)[2]) {
 #pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
+        for (int j = 0; j < DO / 8; ++j) {
           o[4 * j + 0] *= corr[0];
           o[4 * j + 1] *= corr[0];
           o[4 * j + 2] *= corr[1];
           o[4 * j + 3] *= corr[1];
         }
+      };
+      // The rescale, skipped by the whole warp (a uniform branch) when none of its
+      // rows' bases moved: with the lazy softmax, nearly every key tile after a
+      // row's first ones.
+      auto rescale_if_moved = [&](const float (&corr)[2]) {
+        if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) rescale(corr);
       };
       // P as the A operand of P V. (After a half-width first tile P V still runs over
       // all BN keys, the upper half's probabilities zero: skipping its k-steps in
@@ -520,7 +600,11 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           ptx::mbarrier_wait(base + L::k_full(ring.stage), ring.phase);
           turn_sync();
           gemm_s(s, ring.stage, qs.offset, false);
-          rescale(corr);  // by the previous softmax's factors, while S = Q K^T runs
+          // By the previous softmax's factors, while S = Q K^T runs.
+          if constexpr (Plain)
+            rescale_if_moved(corr);
+          else
+            rescale(corr);
           ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
           gemm_o(o, pa, pv.stage);
           turn_pass();
@@ -529,7 +613,8 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           release(base + L::k_empty(ring.stage));
           if (n == kt.lo) release(base + L::q_empty(qs.index));
           if constexpr (Plain)
-            tile_softmax<BN>(s, row_max, row_sum, corr, smap, true, mul, false, 0, 0, seq, wl, wr, t4);
+            tile_softmax<BN, BN / 2, true, !kSumCols>(s, row_max, row_sum, corr, smap, true, mul, false, 0, 0, seq, wl, wr,
+                                                      t4);
           else
             softmax(s, n, corr, false);
           ptx::wgmma_wait<0>();
@@ -540,24 +625,33 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           ring.advance();
         }
 
-        rescale(corr);
+        if constexpr (Plain)
+          rescale_if_moved(corr);
+        else
+          rescale(corr);
         ptx::mbarrier_wait(base + L::v_full(pv.stage), pv.phase);
         turn_sync();
         gemm_o(o, pa, pv.stage);
         turn_pass();
+        if constexpr (kEarlyNext) prefetch();
         ptx::wgmma_wait<0>();
         ptx::fence_registers(o);
         release(base + L::v_empty(pv.stage));
       }
 
+      if constexpr (kEarlyNext) {
+        if (!kt.any()) prefetch();
+      }
       // Epilogue: normalize, write this thread's O elements and LSE (every element of
       // the tile's valid rows, also when no key is visible: O = 0, LSE = -inf).
       float inv[2], sum[2];
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        sum[hh] = quad_sum(row_sum[hh]);
+        // The sum columns hold the whole row's sum in every lane of the quad.
+        sum[hh] = kSumCols ? o[4 * (D / 8) + 2 * hh] : quad_sum(row_sum[hh]);
         inv[hh] = sum[hh] > 0.f ? 1.f / sum[hh] : 0.f;
       }
+      const float(&od)[D / 2] = *reinterpret_cast<const float(*)[D / 2]>(&o);  // O without the sum columns
       const std::int64_t o_batch = p.cu_seqlens_q != nullptr ? 0 : tc.b * p.o_batch_stride;
       T* o_block = static_cast<T*>(p.o) + o_batch + (seq.q0 + m0) * p.o_row_stride + std::int64_t(tc.h) * p.o_head_stride;
       if (knobs.o_tma != 0 && kt.any()) {
@@ -572,9 +666,9 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           ptx::named_barrier_sync(kEpilogueBarrier, kConsumerWarps * 32);
         }
         if (by_tma)
-          stage_o_rows<T, D, BM>(o, inv, base + L::o, c, warp, lane);
+          stage_o_rows<T, D, BM>(od, inv, base + L::o, c, warp, lane);
         else
-          store_o_rows<T, D>(o, inv, o_block, p.o_row_stride, row_base, rows_q, p.head_dim_v, t4);
+          store_o_rows<T, D>(od, inv, o_block, p.o_row_stride, row_base, rows_q, p.head_dim_v, t4);
         ptx::fence_proxy_async_smem();  // the stores above are read next by the TMA unit
         ptx::named_barrier_sync(kStageBarrier + c, 128);
         if (issuer) {
@@ -593,7 +687,7 @@ __global__ void __launch_bounds__(fwd_threads(fwd_tiles(D, V)), 1)
           }
         }
       } else {
-        store_o_rows<T, D>(o, inv, o_block, p.o_row_stride, row_base, rows_q, p.head_dim_v, t4);
+        store_o_rows<T, D>(od, inv, o_block, p.o_row_stride, row_base, rows_q, p.head_dim_v, t4);
       }
       if (kt.any()) ++q_iter;
 #pragma unroll

@@ -131,17 +131,31 @@ inline constexpr int kTileSlots = 4;
 inline constexpr std::size_t kTileQueueBytes = 4 * kTileSlots + 16 * kTileSlots;
 // Barriers: Q full/empty per Q buffer, O empty (the staged O read out), K full/empty
 // and V full/empty per stage (8 bytes each), then the tile queue.
+// Head dims whose plain kernels take the softmax's row sums from the tensor pipe:
+// P V runs 8 columns wider, over a shared-memory panel of ones, so the extra
+// accumulator columns hold the sums of the probabilities, rescaled with O. At d 64
+// the key loop is bound by issue, and the sum's ~64 FADD per key tile are 13% of it;
+// the wider P V costs 1/16 more tensor time. (From d 128 the loop is bound by the
+// tensor pipe.)
+constexpr bool row_sums_by_tensor(int d) { return d == 64; }
+// That panel: one 128-byte row of ones per key of a tile.
+constexpr std::size_t ones_panel_bytes(const FwdTiles& t) {
+  return row_sums_by_tensor(t.head_dim) ? std::size_t(t.block_n) * 128 : 0;
+}
 constexpr std::size_t barrier_bytes(const FwdTiles& t) { return 8 * (5 + 4 * std::size_t(t.stages)) + kTileQueueBytes; }
 // Q buffers: two where the budget has room (the narrow tiles of head dims up to
 // 128), so the next tile's Q can load while this tile runs instead of in the gap
 // between them (FwdKnobs::q_double); one otherwise.
 constexpr int q_buffers(const FwdTiles& t) {
-  return 1024 + 2 * q_tile_bytes(t) + 2 * t.stages * kv_tile_bytes(t) + barrier_bytes(t) <= kSmemLimit ? 2 : 1;
+  return 1024 + 2 * q_tile_bytes(t) + 2 * t.stages * kv_tile_bytes(t) + ones_panel_bytes(t) + barrier_bytes(t) <=
+                 kSmemLimit
+             ? 2
+             : 1;
 }
 // Dynamic shared memory asked for at launch: Q, the K/V stages, barriers, and 1 KiB
 // to align the base to the 1024-byte swizzle atom.
 constexpr std::size_t fwd_smem_bytes(const FwdTiles& t) {
-  return 1024 + q_buffers(t) * q_tile_bytes(t) + 2 * t.stages * kv_tile_bytes(t) + barrier_bytes(t);
+  return 1024 + q_buffers(t) * q_tile_bytes(t) + 2 * t.stages * kv_tile_bytes(t) + ones_panel_bytes(t) + barrier_bytes(t);
 }
 // A buffer of O's own for the TMA-store epilogue sits after the barriers, on the
 // next swizzle atom; launches with that epilogue ask for it on top.
