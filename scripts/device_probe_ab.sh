@@ -16,6 +16,9 @@
 #                      binary must know the flag)
 #   FLASHPP_AB_BINS_<pass> only these versions in that pass (e.g.
 #                      FLASHPP_AB_BINS_fwd="base new"; base is always timed)
+#   FLASHPP_AB_ENV_<pass> environment for every binary of that pass (e.g.
+#                      FLASHPP_AB_ENV_fwd64_q2="FLASHPP_SM90_Q_BUFFERS=2"); a pass name
+#                      may carry a suffix after "_" to tell such passes apart
 # scripts/device_ab_overlay.sh, run as an earlier probe, builds such binaries on the
 # device from overlays (ab/<name>/) in build trees of their own.
 set -uo pipefail
@@ -26,13 +29,15 @@ declare -A bins=([new]="$BUILD/tests/cuda/flashpp_cuda_bench")
 for b in build-ab/bench_*; do [ -x "$b" ] && bins[${b#build-ab/bench_}]=$b; done
 [ -n "${bins[base]:-}" ] || { echo "no baseline binary at build-ab/bench_base"; exit 0; }
 for pass in ${FLASHPP_AB_OPS:-fwd}; do
-op=$pass
+op=${pass%%_*}
 pass_hdim=
 # A pass may carry its head dim in its name (fwd128, fa2fwd256), so one op can
 # run as several passes.
-[[ "$pass" =~ ^([a-z0-9]*[a-z])([0-9]+)$ ]] && op=${BASH_REMATCH[1]} && pass_hdim=${BASH_REMATCH[2]}
+[[ "$op" =~ ^([a-z0-9]*[a-z])([0-9]+)$ ]] && op=${BASH_REMATCH[1]} && pass_hdim=${BASH_REMATCH[2]}
 envs=()
 [ "$op" = fa2fwd ] && op=fwd && envs=(FLASHPP_CUDA_FORWARD_FAMILY=sm80)
+env_var=FLASHPP_AB_ENV_$pass
+[ -n "${!env_var:-}" ] && read -r -a more <<<"${!env_var}" && envs+=("${more[@]}")
 hdim_var=FLASHPP_AB_HDIM_$pass
 hdim=${pass_hdim:-${!hdim_var:-${FLASHPP_AB_HDIM:-}}}
 extra=("${cool[@]}")
