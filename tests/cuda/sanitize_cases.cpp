@@ -1,9 +1,12 @@
 // A handful of small forward + backward calls covering every kernel family
 // (head dims, GQA, causal/window, softcap, varlen, both backward modes), sized for
-// compute-sanitizer (memcheck, racecheck). Every case runs twice: with the kernels
-// the device picks, then with the FA2-class forward and backward forced
+// compute-sanitizer (memcheck, racecheck). Every case runs three times: with the
+// kernels the device picks; with the FA2-class forward and backward forced
 // (FLASHPP_CUDA_FORWARD_FAMILY=sm80, FLASHPP_CUDA_BACKWARD_FAMILY=sm80), so on Hopper
-// both families are checked.
+// both families are checked; and with the Hopper forward's plain kernels on a grid
+// of two blocks (FLASHPP_SM90_PLAIN_LOOP=on, FLASHPP_SM90_GRID=2), so each block
+// walks several tiles and the work between them (the next tile found under the
+// last P V) runs under the sanitizer too.
 // Exits non-zero on a wrong result.
 #include <cstdio>
 #include <cstdlib>
@@ -78,18 +81,24 @@ int main() {
       make(128, true, false, -1, 0.f, false, DType::bf16),
   };
   int failed = 0;
-  for (const bool fa2 : {false, true}) {
-    // The library reads the variable per call.
+  enum class Pass { picked, fa2, rounds };
+  for (const Pass pass : {Pass::picked, Pass::fa2, Pass::rounds}) {
+    // The library reads the variables per call.
     for (const char* family : {"FLASHPP_CUDA_FORWARD_FAMILY", "FLASHPP_CUDA_BACKWARD_FAMILY"}) {
-      if (fa2)
+      if (pass == Pass::fa2)
         ::setenv(family, "sm80", 1);
       else
         ::unsetenv(family);
     }
+    if (pass == Pass::rounds) {
+      ::setenv("FLASHPP_SM90_PLAIN_LOOP", "on", 1);
+      ::setenv("FLASHPP_SM90_GRID", "2", 1);
+    }
     int index = 0;
     for (AttnCase c : cases) {
       auto rng = make_rng("sanitize", std::uint64_t(index++));
-      if (fa2) c.label += "_fa2";
+      if (pass == Pass::fa2) c.label += "_fa2";
+      if (pass == Pass::rounds) c.label += "_rounds";
       AttnTensors t = make_tensors(c, rng, true);
       gpu::DeviceCase dev(c, t);
       dev.run_forward();
@@ -103,8 +112,8 @@ int main() {
       }
     }
   }
-  ::unsetenv("FLASHPP_CUDA_FORWARD_FAMILY");
-  ::unsetenv("FLASHPP_CUDA_BACKWARD_FAMILY");
+  ::unsetenv("FLASHPP_SM90_PLAIN_LOOP");
+  ::unsetenv("FLASHPP_SM90_GRID");
   std::printf("sanitize cases: %s (seed %llu)\n", failed ? "FAILED" : "ok",
               static_cast<unsigned long long>(run_seed()));
   return failed ? 1 : 0;

@@ -42,7 +42,7 @@ inline long long l2_bytes() { return device_attribute(cudaDevAttrL2CacheSize, "c
 // FLASHPP_SM90_O_STORE=tma|direct, FLASHPP_SM90_ORDER=snake|plain,
 // FLASHPP_SM90_SCHEDULE=dynamic|static, FLASHPP_SM90_Q_BUFFERS=2|1,
 // FLASHPP_SM90_HEAD_GROUP=<pairs per group, 0 = none>, FLASHPP_SM90_HALF_FIRST=on|off,
-// FLASHPP_SM90_PLAIN_LOOP=on|off.
+// FLASHPP_SM90_PLAIN_LOOP=on|off; FLASHPP_SM90_GRID=<blocks> (launch_fwd_tiles).
 inline int env_choice(const char* name, std::string_view on, std::string_view off, bool fallback) {
   const char* v = std::getenv(name);
   if (v != nullptr && on == v) return 1;
@@ -98,7 +98,10 @@ void launch_fwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   constexpr FwdTiles t = fwd_tiles(D, V);
   const TileOrder order = TileOrder::make(p, t.block_m);
   if (order.count == 0) return;
-  const unsigned grid = unsigned(std::min(order.count, multiprocessors()));
+  // FLASHPP_SM90_GRID=<blocks> caps the persistent grid, so that tests of small
+  // shapes still walk many tiles per block (the cross-tile paths of the kernel).
+  const int blocks = std::max(1, env_count("FLASHPP_SM90_GRID", multiprocessors()));
+  const unsigned grid = unsigned(std::min(order.count, blocks));
   const FwdKnobs knobs = fwd_knobs(p, a, t, V, int(grid));
   FwdMaps maps = encode_fwd_maps(p, t.block_m, t.block_n);
   if (knobs.o_tma != 0) encode_o_map(p, &maps.o);
