@@ -282,6 +282,23 @@ TEST(Sm90Ptx, WgmmaSSTransposedBFromItsSecondColumnHalf) {
 }
 
 // ---------------- wgmma RS with a transposed (MN-major) B ----------------
+// This thread's A fragments of P (64 x 64, row-major fp32, as bf16) for a warpgroup's
+// wgmma RS: rows 16 warp + g (+8), the m16n8k16 layout per k-step of 16. (Only where
+// the kernels that call it have bodies.)
+#if FLASHPP_SM90_ENABLED
+__device__ void load_p_fragments(const float* pmat, std::uint32_t (&pa)[4][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int kk = 0; kk < 4; ++kk) {
+    const int r0 = warp * 16 + g, c0 = kk * 16 + 2 * t;
+    auto at = [&](int r, int c) { return pmat[r * 64 + c]; };
+    pa[kk][0] = Element<__nv_bfloat16>::pack(at(r0, c0), at(r0, c0 + 1));
+    pa[kk][1] = Element<__nv_bfloat16>::pack(at(r0 + 8, c0), at(r0 + 8, c0 + 1));
+    pa[kk][2] = Element<__nv_bfloat16>::pack(at(r0, c0 + 8), at(r0, c0 + 9));
+    pa[kk][3] = Element<__nv_bfloat16>::pack(at(r0 + 8, c0 + 8), at(r0 + 8, c0 + 9));
+  }
+}
+#endif
+
 // O (64 x 128) = P (64 x 64, registers) * V (64 keys x 128 columns, row-major): the
 // forward's O += P V, with V in two 64-column panels (LBO = panel stride).
 __global__ void __launch_bounds__(128) wgmma_rs_kernel(const __grid_constant__ sm90::FwdMaps maps,
@@ -295,17 +312,8 @@ __global__ void __launch_bounds__(128) wgmma_rs_kernel(const __grid_constant__ s
     ptx::tma_load_4d(v_s, &maps.v, bar, 0, 0, 0, 0);
     ptx::tma_load_4d(v_s + 64 * 128, &maps.v, bar, 64, 0, 0, 0);
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  // A fragments of rows 16 warp + g (+8), the m16n8k16 layout per k-step of 16.
   std::uint32_t pa[4][4];
-  for (int kk = 0; kk < 4; ++kk) {
-    const int r0 = warp * 16 + g, c0 = kk * 16 + 2 * t;
-    auto at = [&](int r, int c) { return pmat[r * 64 + c]; };
-    pa[kk][0] = Element<__nv_bfloat16>::pack(at(r0, c0), at(r0, c0 + 1));
-    pa[kk][1] = Element<__nv_bfloat16>::pack(at(r0 + 8, c0), at(r0 + 8, c0 + 1));
-    pa[kk][2] = Element<__nv_bfloat16>::pack(at(r0, c0 + 8), at(r0, c0 + 9));
-    pa[kk][3] = Element<__nv_bfloat16>::pack(at(r0 + 8, c0 + 8), at(r0 + 8, c0 + 9));
-  }
+  load_p_fragments(pmat, pa);
   ptx::mbarrier_wait(bar, 0);
   float d[64];
   for (int i = 0; i < 64; ++i) d[i] = 0.f;
@@ -369,16 +377,8 @@ __global__ void __launch_bounds__(128) wgmma_rs_sum_columns_kernel(const __grid_
     ptx::tma_load_4d(v_s, &maps.v, bar, 0, 0, 0, 0);           // stage 0
     ptx::tma_load_4d(v_s + kStage, &maps.v, bar, 0, 0, 0, 0);  // stage 1: the same V
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   std::uint32_t pa[4][4];
-  for (int kk = 0; kk < 4; ++kk) {
-    const int r0 = warp * 16 + g, c0 = kk * 16 + 2 * t;
-    auto at = [&](int r, int c) { return pmat[r * 64 + c]; };
-    pa[kk][0] = Element<__nv_bfloat16>::pack(at(r0, c0), at(r0, c0 + 1));
-    pa[kk][1] = Element<__nv_bfloat16>::pack(at(r0 + 8, c0), at(r0 + 8, c0 + 1));
-    pa[kk][2] = Element<__nv_bfloat16>::pack(at(r0, c0 + 8), at(r0, c0 + 9));
-    pa[kk][3] = Element<__nv_bfloat16>::pack(at(r0 + 8, c0 + 8), at(r0 + 8, c0 + 9));
-  }
+  load_p_fragments(pmat, pa);
   ptx::mbarrier_wait(bar, 0);
   const ptx::Sw128Desc v_desc = ptx::Sw128Desc::make(v_s, kOnes, 1024);
   for (int stage = 0; stage < 2; ++stage) {
