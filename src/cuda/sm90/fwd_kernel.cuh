@@ -189,11 +189,6 @@ __device__ __forceinline__ void issue_s(float (&s)[BN / 2], const ptx::Sw128Desc
   ptx::wgmma_commit();
 }
 
-// The online softmax step of one consumer thread's two rows (r0, r0 + 8) over the
-// first W keys of key tile n0 / BN: scores (log2 domain after `mul`), masked where
-// the tile needs it, -> probabilities in place (those of keys past W: 0); row max
-// and sum updated; corr gets the factors by which O must be rescaled once the PV
-// product in flight has landed.
 // Lazy rescale (the plain loop's key tiles): the running max that serves as the
 // exponent base moves only when a tile's max exceeds it by more than this many
 // log2 units, so probabilities stay below 2^8 (fine for fp32 sums and for fp16 /
@@ -203,6 +198,11 @@ __device__ __forceinline__ void issue_s(float (&s)[BN / 2], const ptx::Sw128Desc
 // LSE is the base plus log2 of the sum.
 inline constexpr float kLazyHeadroom = 8.f;
 
+// The online softmax step of one consumer thread's two rows (r0, r0 + 8) over the
+// first W keys of key tile n0 / BN: scores (log2 domain after `mul`), masked where
+// the tile needs it, -> probabilities in place (those of keys past W: 0); row max
+// and sum updated; corr gets the factors by which O must be rescaled once the PV
+// product in flight has landed. Lazy: the base moves by kLazyHeadroom's rule.
 // Sums = false: the row sums come from the tensor pipe (row_sums_by_tensor), row_sum
 // is left alone.
 template <int W, int N, bool Lazy = false, bool Sums = true>

@@ -99,7 +99,7 @@ void launch_fwd_tiles(const AttnParams& p, const LaunchArgs& a) {
   const TileOrder order = TileOrder::make(p, t.block_m);
   if (order.count == 0) return;
   // FLASHPP_SM90_GRID=<blocks> caps the persistent grid, so that tests of small
-  // shapes still walk many tiles per block (the cross-tile paths of the kernel).
+  // shapes still walk many tiles per block (the paths between one tile and the next).
   const int blocks = std::max(1, env_count("FLASHPP_SM90_GRID", multiprocessors()));
   const unsigned grid = unsigned(std::min(order.count, blocks));
   const FwdKnobs knobs = fwd_knobs(p, a, t, V, int(grid));
