@@ -12,6 +12,10 @@
 #   FLASHPP_DEVICE_TUNING=1 builds the tile variants of the Hopper forward (FLASHPP_SM90_TUNING)
 #                         and of the FA2-class kernels (FLASHPP_SM80_TUNING; =sm80: only these); the tiles
 #                         and bwdtiles steps test, sanitize and time them
+#   tiles                 the Hopper forward with each tile variant forced (FLASHPP_SM90_TILES; a default
+#                         build has the ones its rule picks): forward tests (FLASHPP_TILES_TEST=0 skips them),
+#                         then the forward grid per variant, FLASHPP_TILES_ROUNDS interleaved rounds (default 1),
+#                         FLASHPP_TILES_HDIM for one head dim only
 #   fa2full               (tuning build) the FA2-class forward with checked K/V copies (FLASHPP_SM80_FWD_FULL_COPY=0)
 #                         against the default full-tile copies, timed on the forward grid
 #   fa2lazy               (tuning build) the FA2-class forward with the lazy O rescale forced
@@ -170,29 +174,44 @@ if has_step grid; then
 fi
 
 if has_step tiles; then
-  echo "== Hopper forward, forced tile variants (tuning build) =="
-  # Correctness first: the forward cases with each variant forced (head dims without
-  # the variant run the rule's), then every variant timed back to back in this run.
+  echo "== Hopper forward, forced tile variants =="
+  # A default build has the variants the rule picks (d 64: 0 and 2; d 128 and 256: 0 and
+  # 1), so their thresholds can be re-checked; a tuning build has them all. Head dims
+  # without a forced variant run the rule's. Correctness first (FLASHPP_TILES_TEST=0
+  # skips it), then the forward grid with each variant forced, in interleaved rounds.
   : >"$out/tiles.log"
-  for v in 0 1 2; do
-    FLASHPP_SM90_TILES=$v timeout "$(allow 120)" "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 \
-      >>"$out/tiles.log" 2>&1
-    note "tiles test $v" "rc $?; $(grep -E "PASSED|FAILED" "$out/tiles.log" | tail -2 | tr '\n' ' ')"
+  if [ "${FLASHPP_TILES_TEST:-1}" != 0 ]; then
+    for v in 0 1 2; do
+      FLASHPP_SM90_TILES=$v timeout "$(allow 120)" "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 \
+        >>"$out/tiles.log" 2>&1
+      note "tiles test $v" "rc $?; $(grep -E "PASSED|FAILED" "$out/tiles.log" | tail -2 | tr '\n' ' ')"
+    done
+  fi
+  tile_rounds=${FLASHPP_TILES_ROUNDS:-1}
+  tile_args=()
+  [ -n "${FLASHPP_TILES_HDIM:-}" ] && tile_args=(--hdim "$FLASHPP_TILES_HDIM")
+  for round in $(seq 1 "$tile_rounds"); do
+    # Each round starts one variant later, so none is always timed first.
+    for k in 0 1 2; do
+      v=$(((k + round - 1) % 3))
+      FLASHPP_SM90_TILES=$v timeout "$(allow 100)" "$build/tests/cuda/flashpp_cuda_bench" --grid --fwd-only --reps 10 \
+        "${tile_args[@]}" --cool-ms "${FLASHPP_GRID_COOL_MS:-250}" --json "$out/tiles${v}_$round.json" \
+        >>"$out/tiles.log" 2>&1
+      note "tiles $v round $round" "rc $?"
+    done
   done
-  for v in 0 1 2; do
-    FLASHPP_SM90_TILES=$v timeout "$(allow 100)" "$build/tests/cuda/flashpp_cuda_bench" --grid --fwd-only --reps 10 \
-      --json "$out/tiles$v.json" >>"$out/tiles.log" 2>&1
-    note "tiles $v" "rc $?"
-  done
-  python3 - "$out"/tiles0.json "$out"/tiles1.json "$out"/tiles2.json <<'PY' | tee -a "$out/summary.txt"
-import json, sys
-a, b, c = (json.load(open(f)) for f in sys.argv[1:4])
+  python3 - "$out" "$tile_rounds" <<'PY' | tee -a "$out/summary.txt"
+import json, os, statistics, sys
+d, rounds = sys.argv[1], int(sys.argv[2])
+runs = [[json.load(open(os.path.join(d, f"tiles{v}_{r}.json"))) for r in range(1, rounds + 1)] for v in range(3)]
+med = lambda v, i: statistics.median(r[i]["fwd_tflops"] for r in runs[v])
 print("| hdim | N | causal | v0 TF/s | v1 TF/s | v2 TF/s | v1/v0 | v2/v0 |")
 print("|---|---|---|---|---|---|---|---|")
-for x, y, z in zip(a, b, c):
-    print(f"| {x['hdim']} | {x['seqlen']} | {x['causal']} | {x['fwd_tflops']:.1f} | {y['fwd_tflops']:.1f} | "
-          f"{z['fwd_tflops']:.1f} | {y['fwd_tflops'] / x['fwd_tflops']:.3f} | {z['fwd_tflops'] / x['fwd_tflops']:.3f} |")
+for i, x in enumerate(runs[0][0]):
+    a, b, c = med(0, i), med(1, i), med(2, i)
+    print(f"| {x['hdim']} | {x['seqlen']} | {x['causal']} | {a:.1f} | {b:.1f} | {c:.1f} | {b / a:.3f} | {c / a:.3f} |")
 PY
+  (cd "$out" && tar czf tiles_json.tar.gz tiles?_*.json && rm -f tiles?_*.json)
 fi
 
 if has_step bwdtiles; then

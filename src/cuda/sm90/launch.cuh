@@ -128,14 +128,14 @@ template <int D, int V>
 inline constexpr bool kCompiled = compiled_variant(D, V, kTuningBuild);
 
 // The tile variant for this call: the rule of fwd_tiles.hpp, or what
-// FLASHPP_SM90_TILES forces in a tuning build where this head dim has it (read
-// per call, so one benchmark process can compare variants).
+// FLASHPP_SM90_TILES forces where this build compiled it for this head dim (read
+// per call, so one benchmark process can compare variants). A default build has
+// the variants the rule picks on either side of its thresholds, so the
+// thresholds can be re-checked without a tuning build.
 template <int D>
 int fwd_tile_variant(const AttnParams& p) {
-  if constexpr (kTuningBuild) {
-    const int v = forced_variant("FLASHPP_SM90_TILES", kTileVariants);
-    if (v >= 0 && compiled_variant(D, v, true)) return v;
-  }
+  const int v = forced_variant("FLASHPP_SM90_TILES", kTileVariants);
+  if (v >= 0 && compiled_variant(D, v, kTuningBuild)) return v;
   return fwd_default_variant(D, p.seqlen_k, has_window(p.window_left, p.window_right));
 }
 
