@@ -19,6 +19,13 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// The lazy rescale's headroom (log2 domain), shared by every kernel that uses it:
+// the max that exponents are taken against moves only when a row's new max exceeds
+// it by more than this, so probabilities stay below 2^8, which fp32 sums and 16-bit
+// P hold at full relative precision, and the output accumulator is rescaled only
+// when some row's max jumps that far.
+inline constexpr float kLazyRescaleLog2 = 8.f;
+
 // Running max and (lane-partial) sum of each row a lane holds. Normalization is
 // deferred to the end (FA2): the output accumulator is only rescaled when the max
 // grows, and the partial sums are reduced across the quad once.
@@ -75,16 +82,14 @@ struct OnlineSoftmax {
   }
 
   // update() that skips the rescale of o while no row's max has grown by more
-  // than kLazySlack (log2 domain) past the max its exponents are taken against:
-  // probabilities are then relative to that older max and stay below
-  // 2^kLazySlack, which fp32 sums and 16-bit P hold at full relative precision.
-  // The sum and o share the reference max, so the result is the same softmax.
+  // than kLazyRescaleLog2 past the max its exponents are taken against:
+  // probabilities are then relative to that older max. The sum and o share the
+  // reference max, so the result is the same softmax.
   // The test is warp-uniform (any row of the warp over the slack rescales every
   // row as update() does), so a warp either runs the rescale or skips it whole.
   // Decode tiles stream K/V with one warp per scheduler, where the rescale's
   // MT * NO * 4 multiplies per tile are a fifth of the warp's instructions.
   // `scale` as in update().
-  static constexpr float kLazySlack = 8.f;
   template <int NS, int NO>
   __device__ __forceinline__ void update_lazy(float (&s)[MT][NS][4], float (&o)[MT][NO][4], float scale = 1.f) {
     float mx[MT][2];
@@ -97,7 +102,7 @@ struct OnlineSoftmax {
 #pragma unroll
         for (int nt = 0; nt < NS; ++nt) m = fmaxf(m, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
         mx[mt][hh] = quad_max(m) * scale;
-        grow = grow || mx[mt][hh] > max[mt][hh] + kLazySlack;
+        grow = grow || mx[mt][hh] > max[mt][hh] + kLazyRescaleLog2;
       }
     if (__any_sync(0xffffffffu, grow)) {
       update(s, o, scale);

@@ -21,20 +21,16 @@ __device__ __forceinline__ float tree_reduce(float (&v)[N], Op op) {
   return v[0];
 }
 
-// Lazy rescale (the plain loop's key tiles): the running max that serves as the
-// exponent base moves only when a tile's max exceeds it by more than this many
-// log2 units, so probabilities stay below 2^8 (fine for fp32 sums and for fp16 /
-// bf16 P) and, after the first tiles of a row, O is almost never rescaled: a warp
-// skips the rescale's D / 2 multiplies when none of its rows moved. The result is
-// the same up to rounding: O and the row sum are both relative to the base, and the
-// LSE is the base plus log2 of the sum.
-inline constexpr float kLazyHeadroom = 8.f;
+// Lazy rescale (the plain loop's key tiles, kLazyRescaleLog2): after the first tiles
+// of a row the base rarely moves, and a warp skips the rescale's D / 2 multiplies
+// when none of its rows moved. The result is the same up to rounding: O and the row
+// sum are both relative to the base, and the LSE is the base plus log2 of the sum.
 
 // The online softmax step of one consumer thread's two rows (r0, r0 + 8) over the
 // first W keys of key tile n0 / BN: scores (log2 domain after `mul`), masked where
 // the tile needs it, -> probabilities in place (those of keys past W: 0); row max
 // and sum updated; corr gets the factors by which O must be rescaled once the PV
-// product in flight has landed. Lazy: the base moves by kLazyHeadroom's rule.
+// product in flight has landed. Lazy: the base moves by the lazy rule above.
 // Sums = false: the row sums come from the tensor pipe (row_sums_by_tensor), row_sum
 // is left alone.
 template <int W, int N, bool Lazy = false, bool Sums = true>
@@ -67,7 +63,7 @@ __device__ __forceinline__ void tile_softmax(float (&s)[N], float (&row_max)[2],
     float mx = tree_reduce<W / 8>(part_max, [](float a, float b) { return fmaxf(a, b); });
     const float tile_mx = quad_max(mx) * mul;
     if constexpr (Lazy)
-      mx = tile_mx > row_max[hh] + kLazyHeadroom ? tile_mx : row_max[hh];
+      mx = tile_mx > row_max[hh] + kLazyRescaleLog2 ? tile_mx : row_max[hh];
     else
       mx = fmaxf(tile_mx, row_max[hh]);
     // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps
