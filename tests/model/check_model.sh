@@ -52,6 +52,9 @@ for own in 0 1; do
   verify "nc2_st2_dynamic_own${own}" ok -DNC=2 -DST=2 -DQBUF=2 -DOTMA=1 -DOWN=$own -DDYN=1 -DNK1=0
 done
 verify nc2_st2_dynamic_q1 ok -DNC=2 -DST=2 -DQBUF=1 -DOTMA=0 -DDYN=1
+# The next tile's index taken under the last P V (the plain two-consumer kernels up to d 96).
+verify nc2_st3_dynamic_early ok -DNC=2 -DST=3 -DQBUF=2 -DOTMA=0 -DDYN=1 -DEARLY=1 -DNK1=0
+verify nc2_st2_dynamic_early_q1 ok -DNC=2 -DST=2 -DQBUF=1 -DOTMA=1 -DOWN=1 -DDYN=1 -DEARLY=1
 verify nc2_st3_q2_own ok -DNC=2 -DST=3 -DQBUF=2 -DOTMA=1 -DOWN=1
 verify nc3_st3_q2_own ok -DNC=3 -DST=3 -DQBUF=2 -DOTMA=1 -DOWN=1
 verify nc3_st3_q1_plain ok -DNC=3 -DST=3 -DQBUF=1 -DOTMA=0
@@ -63,6 +66,7 @@ verify bug_no_epilogue_barrier error -DBUG_NO_EPILOGUE_BARRIER -DOTMA=1 -DOWN=0
 verify bug_no_store_wait error -DBUG_NO_STORE_WAIT -DOTMA=1 -DOWN=1
 verify bug_no_last_turn error -DBUG_NO_LAST_TURN
 verify bug_queue_no_wait error -DBUG_QUEUE_NO_WAIT -DDYN=1 -DNK1=0
+verify bug_early_repop error -DBUG_EARLY_REPOP -DDYN=1 -DEARLY=1
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -19,7 +19,9 @@
  * Parameters (spin -D...): NC consumers (2, 3), ST stages, QBUF Q buffers in use
  * (1, 2), OTMA (1: TMA-store epilogue), OWN (1: O in a buffer of its own,
  * 0: over the V stages), DYN (1: dynamic schedule, tile indices handed to the
- * consumers through a queue of R slots, then -1). The block takes T = 3 tiles of
+ * consumers through a queue of R slots, then -1), EARLY (1: each consumer takes
+ * the next tile's index while its last P V runs, before the epilogue, as the
+ * plain two-consumer kernels up to d 96 do, kEarlyNext). The block takes T = 3 tiles of
  * NK0, NK1, NK2 key tiles (a single-key-tile tile in the middle; the third
  * reuses the first's Q buffer); a tile of 0 key tiles loads nothing (rows that
  * see no key: the consumers write zeros).
@@ -44,6 +46,9 @@
 #endif
 #ifndef DYN
 #define DYN 0
+#endif
+#ifndef EARLY
+#define EARLY 0
 #endif
 #define R 2  /* queue slots (4 in the kernel; 2 wrap around sooner) */
 #define T 3
@@ -114,6 +119,17 @@ inline push(n, val) {
 inline pop(n, want) {
   mwait(sfull[n % R], n / R);
   atomic { assert(slot[n % R] == want); arrive(sempty[n % R], NC) }
+}
+/* EARLY: tile i's consumer reads the next index (tile i + 1's, or -1 after the
+ * last), through the caller's nx and nw (inline arguments are substituted as text) */
+inline pop_next(i) {
+  if
+  :: DYN && EARLY ->
+    nx = i + 1;
+    nw = (nx < T -> nx : -1);
+    pop(nx, nw)
+  :: else -> skip
+  fi
 }
 
 inline q_slot(i, idx, k) {
@@ -210,15 +226,19 @@ inline issue_s(s) {
 }
 
 proctype Consumer(byte c) {
-  byte i, n, idx, s, sv, e; short k; short jc = 0, pv, qi = 0;
+  byte i, n, idx, s, sv, e; short k; short jc = 0, pv, qi = 0; short nx, nw;
   byte my_gen;
   for (i : 0 .. T - 1) {
     if
-    :: DYN -> pop(i, i)
+#ifdef BUG_EARLY_REPOP
+    :: DYN -> pop(i, i)                /* reads tile i's index again after pop_next */
+#else
+    :: DYN && (!EARLY || i == 0) -> pop(i, i)
+#endif
     :: else -> skip
     fi;
     if
-    :: NK[i] == 0 -> skip              /* no key visible: O = 0 written from registers */
+    :: NK[i] == 0 -> pop_next(i)      /* no key visible: O = 0 written from registers */
     :: else ->
     q_slot(qi, idx, k);
     mwait(qfull[idx], k);
@@ -278,6 +298,7 @@ proctype Consumer(byte c) {
       v_read[sv]++
     }
     turn_pass(c);
+    pop_next(i);                       /* EARLY: under the last PV */
     atomic { v_read[sv]--; arrive(vempty[sv], NC) };
     /* epilogue */
     if
@@ -303,7 +324,7 @@ proctype Consumer(byte c) {
     fi
   }
   if
-  :: DYN -> pop(T, -1)
+  :: DYN && !EARLY -> pop(T, -1)
   :: else -> skip
   fi;
 #ifndef BUG_NO_LAST_TURN
