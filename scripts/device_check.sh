@@ -109,8 +109,9 @@ if has_step test; then
   args=(-L gpu)
   [ -n "${FLASHPP_TEST_REGEX:-}" ] && args=(-R "$FLASHPP_TEST_REGEX")
   # The whole gpu label took 310 s for 1,134 tests on an H100 at -j 8 (2026-12-08);
-  # the rounds. copies added 165 small ones since. Most of a GPU test's time is the
-  # host's: the fp64 and storage-precision references (OpenMP) and the inputs. Each
+  # the rounds., tiles1. and tiles2. copies of the forward cases added 495 since.
+  # Most of a GPU test's time is the host's: the fp64 and storage-precision
+  # references (OpenMP) and the inputs. Each
   # of the 8 test processes gets its share of the cores: with OpenMP's default of one
   # thread per core, 8 processes ran 8 x 16 threads on 16 cores (CudaForward.
   # EpilogueRowSlices: 74 s there, against ~6 s of reference work on 2 idle cores).
