@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing flashpp needs on a Debian/Ubuntu machine:
 # compilers, CMake, Ninja, GoogleTest, Google Benchmark, clang (libFuzzer), Spin
-# (model checking), and the Python build/test packages. Skips what is already there.
+# (model checking), and the Python build/test packages (with PyTorch, transformers and
+# ml_dtypes for the torch layer's tests; FLASHPP_SKIP_TORCH=1 leaves them out). Skips
+# what is already there.
 set -euo pipefail
 
 need=()
@@ -26,5 +28,18 @@ if [ "${FLASHPP_SKIP_PYTHON:-0}" != 1 ]; then
   done
   if [ ${#missing[@]} -gt 0 ]; then
     $py -m pip install -q "${missing[@]}"
+  fi
+  # The torch layer's tests (flashpp.torch autograd, torch.compile, the flash_attn
+  # signatures, the SDPA registration, the Hugging Face attention) and the bf16 NumPy
+  # cases run on the CPU as well, with the versions the GPU machine has. Best effort
+  # (a few GB of wheels): where they cannot be installed, those tests skip and say so.
+  if [ "${FLASHPP_SKIP_TORCH:-0}" != 1 ]; then
+    extra=()
+    $py -c "import torch" 2>/dev/null || extra+=("torch==2.11.0")
+    $py -c "import transformers" 2>/dev/null || extra+=("transformers==5.17.0")
+    $py -c "import ml_dtypes" 2>/dev/null || extra+=(ml_dtypes)
+    if [ ${#extra[@]} -gt 0 ]; then
+      $py -m pip install -q "${extra[@]}" || echo "could not install ${extra[*]}: the tests that need them skip"
+    fi
   fi
 fi
