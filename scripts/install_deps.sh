@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing flashpp needs on a Debian/Ubuntu machine:
 # compilers, CMake, Ninja, GoogleTest, Google Benchmark, clang (libFuzzer), Spin
-# (model checking), and the Python build/test packages (with PyTorch, transformers and
-# ml_dtypes for the torch layer's tests; FLASHPP_SKIP_TORCH=1 leaves them out). Skips
-# what is already there.
+# (model checking), and the Python build/test packages (with PyTorch, transformers,
+# ml_dtypes and matplotlib for the torch layer's and the benchmark suite's tests;
+# FLASHPP_SKIP_TORCH=1 leaves them out). Skips what is already there.
 set -euo pipefail
 
 need=()
@@ -38,6 +38,7 @@ if [ "${FLASHPP_SKIP_PYTHON:-0}" != 1 ]; then
     $py -c "import torch" 2>/dev/null || extra+=("torch==2.11.0")
     $py -c "import transformers" 2>/dev/null || extra+=("transformers==5.17.0")
     $py -c "import ml_dtypes" 2>/dev/null || extra+=(ml_dtypes)
+    $py -c "import matplotlib" 2>/dev/null || extra+=(matplotlib)  # the benchmark suite's plot tests
     if [ ${#extra[@]} -gt 0 ]; then
       $py -m pip install -q "${extra[@]}" || echo "could not install ${extra[*]}: the tests that need them skip"
     fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds flashpp and runs every test this machine can run: the C++ suite
 # (CTest; GPU tests skip with a reason where there is no GPU), a bounded
-# libFuzzer run of the argument validation, and the Python tests.
+# libFuzzer run of the argument validation, the Python tests, and the benchmark
+# suite's own tests.
 #   FLASHPP_FUZZ_SECONDS (default 30), FLASHPP_JOBS (default: all cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,5 +36,7 @@ if [ -f pyproject.toml ] && [ "${FLASHPP_SKIP_PYTHON:-0}" != 1 ]; then
   $py -m pip install -q --no-build-isolation -C cmake.define.FLASHPP_CUDA="${FLASHPP_PY_CUDA:-OFF}" \
     -C build-dir=build-python .
   (cd "$root/tests/python" && $py -m pytest -q -rs .)
+  echo "== benchmark suite's own tests (fake backends, CPU) =="
+  $py -m pytest -q -rs bench/suite/tests
 fi
 echo "== all tests passed =="
