@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Exhaustive check of the Hopper forward's synchronization model
-# (fwd_sm90_sync.pml) with Spin: every shape of the tile table (two consumers
-# with 2 or 3 stages, three consumers with 3), one and two Q buffers, with and
-# without the TMA-store epilogue, O in its own buffer or over V, static and
-# dynamic schedules, a tile whose rows see no key. Then each
-# planted mistake (BUG_*) must be found, so the model is known to be able to fail.
+# Exhaustive check of the Hopper kernels' synchronization models with Spin. The
+# forward (fwd_sm90_sync.pml): every shape of the tile table (two consumers with 2
+# or 3 stages, three consumers with 3), one and two Q buffers, with and without the
+# TMA-store epilogue, O in its own buffer or over V, static and dynamic schedules,
+# a tile whose rows see no key. The backward (bwd_sm90_sync.pml): head dim 64's late
+# dQ and head dim 128's own. Then each planted mistake (BUG_*) must be found, so the
+# models are known to be able to fail.
 #   check_model.sh [work dir]     exit 77 (skipped) when spin or cc is missing
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,14 +17,16 @@ cc=$(command -v cc || command -v gcc || true)
 
 passed=0
 failed=0
-# verify NAME EXPECT(ok|error) -Dflags...: builds and runs the verifier in its own folder.
+# verify NAME EXPECT(ok|error) -Dflags...: builds and runs the verifier of $model in
+# its own folder.
+model=fwd_sm90_sync.pml
 verify() {
   local name=$1 expect=$2
   shift 2
   local dir="$work/$name"
-  rm -rf "$dir" && mkdir -p "$dir" && cp "$here/fwd_sm90_sync.pml" "$dir/"
+  rm -rf "$dir" && mkdir -p "$dir" && cp "$here/$model" "$dir/"
   local result
-  result=$(cd "$dir" && spin -a "$@" fwd_sm90_sync.pml >spin.log 2>&1 && "$cc" -O2 -DSAFETY -DCOLLAPSE -o pan pan.c 2>cc.log &&
+  result=$(cd "$dir" && spin -a "$@" "$model" >spin.log 2>&1 && "$cc" -O2 -DSAFETY -DCOLLAPSE -o pan pan.c 2>cc.log &&
     ./pan -m400000 >pan.log 2>&1 && grep -E "errors: [0-9]+" -o pan.log | head -1)
   local errors=${result#errors: }
   if [ -z "$result" ]; then
@@ -67,6 +70,13 @@ verify bug_no_store_wait error -DBUG_NO_STORE_WAIT -DOTMA=1 -DOWN=1
 verify bug_no_last_turn error -DBUG_NO_LAST_TURN
 verify bug_queue_no_wait error -DBUG_QUEUE_NO_WAIT -DDYN=1 -DNK1=0
 verify bug_early_repop error -DBUG_EARLY_REPOP -DDYN=1 -DEARLY=1
+
+model=bwd_sm90_sync.pml
+verify bwd_d64_late_dq ok -DDQLATE=1
+verify bwd_d128_own_dq ok -DDQLATE=0
+verify bwd_bug_two_panels error -DDQLATE=1 -DP=2
+verify bwd_bug_no_panel_wait error -DBUG_NO_PANEL_WAIT
+verify bwd_bug_early_q_empty error -DBUG_EARLY_Q_EMPTY -DDQLATE=0
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
