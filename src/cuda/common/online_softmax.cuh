@@ -63,21 +63,12 @@ struct OnlineSoftmax {
         const float base = mx == -INFINITY ? 0.f : mx;
         const float corr = ptx::ex2_approx(max[mt][hh] - base);
         max[mt][hh] = mx;
-        float part = sum[mt][hh] * corr;
 #pragma unroll
         for (int nt = 0; nt < NO; ++nt) {
           o[mt][nt][2 * hh] *= corr;
           o[mt][nt][2 * hh + 1] *= corr;
         }
-#pragma unroll
-        for (int nt = 0; nt < NS; ++nt) {
-          const float p0 = ptx::ex2_approx(fmaf(s[mt][nt][2 * hh], scale, -base));
-          const float p1 = ptx::ex2_approx(fmaf(s[mt][nt][2 * hh + 1], scale, -base));
-          s[mt][nt][2 * hh] = p0;
-          s[mt][nt][2 * hh + 1] = p1;
-          part += p0 + p1;
-        }
-        sum[mt][hh] = part;
+        sum[mt][hh] = exponentiate(s, mt, hh, scale, base, sum[mt][hh] * corr);
       }
   }
 
@@ -114,17 +105,24 @@ struct OnlineSoftmax {
       for (int hh = 0; hh < 2; ++hh) {
         // max stays -inf only while every key so far was masked (s = -inf too).
         const float base = max[mt][hh] == -INFINITY ? 0.f : max[mt][hh];
-        float part = sum[mt][hh];
-#pragma unroll
-        for (int nt = 0; nt < NS; ++nt) {
-          const float p0 = ptx::ex2_approx(fmaf(s[mt][nt][2 * hh], scale, -base));
-          const float p1 = ptx::ex2_approx(fmaf(s[mt][nt][2 * hh + 1], scale, -base));
-          s[mt][nt][2 * hh] = p0;
-          s[mt][nt][2 * hh + 1] = p1;
-          part += p0 + p1;
-        }
-        sum[mt][hh] = part;
+        sum[mt][hh] = exponentiate(s, mt, hh, scale, base, sum[mt][hh]);
       }
+  }
+
+  // Row hh of block mt: scores -> probabilities 2^(s * scale - base) in place; returns
+  // `part` plus their lane-partial sum.
+  template <int NS>
+  __device__ __forceinline__ static float exponentiate(float (&s)[MT][NS][4], int mt, int hh, float scale, float base,
+                                                       float part) {
+#pragma unroll
+    for (int nt = 0; nt < NS; ++nt) {
+      const float p0 = ptx::ex2_approx(fmaf(s[mt][nt][2 * hh], scale, -base));
+      const float p1 = ptx::ex2_approx(fmaf(s[mt][nt][2 * hh + 1], scale, -base));
+      s[mt][nt][2 * hh] = p0;
+      s[mt][nt][2 * hh + 1] = p1;
+      part += p0 + p1;
+    }
+    return part;
   }
 };
 
