@@ -94,9 +94,35 @@ inline void gemm_abt(const float* __restrict A, int lda, int rows, const float* 
 // Y[r][:N] += sum_c P[r][c] * X[c][:N]  (P row stride kBlockK, N multiple of kCols).
 // The tile's sum is formed from zero and then added to Y: sums over many
 // tiles (dK/dV over hundreds of query rows) round per tile, not per term.
+// Rows go in pairs that share each load of X; every row's sum runs over c in the
+// same order either way, so the result does not depend on the pairing.
 inline void gemm_ab_acc(const float* __restrict P, int rows, int cols, const float* __restrict X, int ldx, int N,
                         float* __restrict Y, int ldy) {
-  for (int r = 0; r < rows; ++r) {
+  int r = 0;
+  for (; r + 1 < rows; r += 2) {
+    const float* p0 = P + std::int64_t(r) * kBlockK;
+    const float* p1 = p0 + kBlockK;
+    for (int n0 = 0; n0 < N; n0 += kCols) {
+      float acc0[kCols] = {}, acc1[kCols] = {};
+      for (int c = 0; c < cols; ++c) {
+        const float pv0 = p0[c], pv1 = p1[c];
+        const float* x = X + std::int64_t(c) * ldx + n0;
+#pragma omp simd
+        for (int n = 0; n < kCols; ++n) {
+          acc0[n] = madd(pv0, x[n], acc0[n]);
+          acc1[n] = madd(pv1, x[n], acc1[n]);
+        }
+      }
+      float* y0 = Y + std::int64_t(r) * ldy + n0;
+      float* y1 = y0 + ldy;
+#pragma omp simd
+      for (int n = 0; n < kCols; ++n) {
+        y0[n] += acc0[n];
+        y1[n] += acc1[n];
+      }
+    }
+  }
+  for (; r < rows; ++r) {
     const float* p = P + std::int64_t(r) * kBlockK;
     for (int n0 = 0; n0 < N; n0 += kCols) {
       float acc[kCols] = {};
