@@ -43,8 +43,8 @@ inline int padded(int n) { return (n + kCols - 1) / kCols * kCols; }
 // file with accumulators: 8 rows of 16 floats or doubles are 8 or 16 of AVX-512's 32
 // registers; with 16 AVX2 registers, 6 rows of floats (12) or 3 of doubles (12).
 // (On this project's 2-core AMD EPYC, fp32 inputs, one thread, N 2048: the forward
-// 89 -> 79 ms at d 64 and 151 -> 128 ms at d 128, the backward 430 -> 393 ms and
-// 744 -> 653 ms, against two rows of all 64 columns, whose accumulators spilled.)
+// 89 -> 80 ms at d 64 and 151 -> 130 ms at d 128, the backward 430 -> 400 ms and
+// 744 -> 671 ms, against two rows of all 64 columns, whose accumulators spilled.)
 inline constexpr int kGemmCols = 16;
 #if defined(__AVX512F__)
 template <class Acc>
@@ -102,95 +102,52 @@ inline void gemm_abt(const float* __restrict A, int lda, int rows, const float* 
     gemm_abt_in<float>(A, lda, rows, Bt, K, C);
 }
 
-// Y[r][:N] += sum_c P[r][c] * X[c][:N]  (P row stride kBlockK, N multiple of kCols).
-// The tile's sum is formed from zero and then added to Y: sums over many
-// tiles (dK/dV over hundreds of query rows) round per tile, not per term.
-// Rows go in pairs that share each load of X; every row's sum runs over c in the
-// same order either way, so the result does not depend on the pairing.
-inline void gemm_ab_acc(const float* __restrict P, int rows, int cols, const float* __restrict X, int ldx, int N,
-                        float* __restrict Y, int ldy) {
-  int r = 0;
-  for (; r + 1 < rows; r += 2) {
-    const float* p0 = P + std::int64_t(r) * kBlockK;
-    const float* p1 = p0 + kBlockK;
-    for (int n0 = 0; n0 < N; n0 += kCols) {
-      float acc0[kCols] = {}, acc1[kCols] = {};
-      for (int c = 0; c < cols; ++c) {
-        const float pv0 = p0[c], pv1 = p1[c];
-        const float* x = X + std::int64_t(c) * ldx + n0;
+// Y[o][:N] += sum_j P[o * so + j * sj] * X[j][:N] for o < outs, j < terms (N a
+// multiple of kCols): the two products below, P X and P^T X, as strides of P. Each
+// output row's sum is formed from zero over j in order and then added to Y: sums
+// over many tiles (dK/dV over hundreds of query rows) round per tile, not per term.
+// Output rows go in pairs that share each load of X; every row's sum runs over j in
+// the same order either way, so the result does not depend on the pairing.
+template <int RB>
+inline void gemm_acc_rows(const float* __restrict P, std::int64_t so, std::int64_t sj, int terms,
+                          const float* __restrict X, int ldx, int N, float* __restrict Y, int ldy) {
+  for (int n0 = 0; n0 < N; n0 += kCols) {
+    float acc[RB][kCols] = {};
+    for (int j = 0; j < terms; ++j) {
+      const float* x = X + std::int64_t(j) * ldx + n0;
+#pragma GCC unroll 2
+      for (int i = 0; i < RB; ++i) {
+        const float pv = P[i * so + j * sj];
 #pragma omp simd
-        for (int n = 0; n < kCols; ++n) {
-          acc0[n] = madd(pv0, x[n], acc0[n]);
-          acc1[n] = madd(pv1, x[n], acc1[n]);
-        }
-      }
-      float* y0 = Y + std::int64_t(r) * ldy + n0;
-      float* y1 = y0 + ldy;
-#pragma omp simd
-      for (int n = 0; n < kCols; ++n) {
-        y0[n] += acc0[n];
-        y1[n] += acc1[n];
+        for (int n = 0; n < kCols; ++n) acc[i][n] = madd(pv, x[n], acc[i][n]);
       }
     }
-  }
-  for (; r < rows; ++r) {
-    const float* p = P + std::int64_t(r) * kBlockK;
-    for (int n0 = 0; n0 < N; n0 += kCols) {
-      float acc[kCols] = {};
-      float* y = Y + std::int64_t(r) * ldy + n0;
-      for (int c = 0; c < cols; ++c) {
-        const float pv = p[c];
-        const float* x = X + std::int64_t(c) * ldx + n0;
+#pragma GCC unroll 2
+    for (int i = 0; i < RB; ++i) {
+      float* y = Y + std::int64_t(i) * ldy + n0;
 #pragma omp simd
-        for (int n = 0; n < kCols; ++n) acc[n] = madd(pv, x[n], acc[n]);
-      }
-#pragma omp simd
-      for (int n = 0; n < kCols; ++n) y[n] += acc[n];
+      for (int n = 0; n < kCols; ++n) y[n] += acc[i][n];
     }
   }
 }
+inline void gemm_acc(const float* __restrict P, std::int64_t so, std::int64_t sj, int outs, int terms,
+                     const float* __restrict X, int ldx, int N, float* __restrict Y, int ldy) {
+  int o = 0;
+  for (; o + 1 < outs; o += 2)
+    gemm_acc_rows<2>(P + o * so, so, sj, terms, X, ldx, N, Y + std::int64_t(o) * ldy, ldy);
+  if (o < outs) gemm_acc_rows<1>(P + o * so, so, sj, terms, X, ldx, N, Y + std::int64_t(o) * ldy, ldy);
+}
 
-// Y[c][:N] += sum_r P[r][c] * X[r][:N]  (Y = Y + P^T X; N multiple of kCols).
-// Columns go in pairs that share each load of X, each column's sum over r in the
-// same order either way (the same bits).
+// Y[r][:N] += sum_c P[r][c] * X[c][:N]  (P row stride kBlockK).
+inline void gemm_ab_acc(const float* __restrict P, int rows, int cols, const float* __restrict X, int ldx, int N,
+                        float* __restrict Y, int ldy) {
+  gemm_acc(P, kBlockK, 1, rows, cols, X, ldx, N, Y, ldy);
+}
+
+// Y[c][:N] += sum_r P[r][c] * X[r][:N]  (Y = Y + P^T X).
 inline void gemm_atb_acc(const float* __restrict P, int rows, int cols, const float* __restrict X, int ldx, int N,
                          float* __restrict Y, int ldy) {
-  int c = 0;
-  for (; c + 1 < cols; c += 2) {
-    for (int n0 = 0; n0 < N; n0 += kCols) {
-      float acc0[kCols] = {}, acc1[kCols] = {};
-      for (int r = 0; r < rows; ++r) {
-        const float pv0 = P[std::int64_t(r) * kBlockK + c], pv1 = P[std::int64_t(r) * kBlockK + c + 1];
-        const float* x = X + std::int64_t(r) * ldx + n0;
-#pragma omp simd
-        for (int n = 0; n < kCols; ++n) {
-          acc0[n] = madd(pv0, x[n], acc0[n]);
-          acc1[n] = madd(pv1, x[n], acc1[n]);
-        }
-      }
-      float* y0 = Y + std::int64_t(c) * ldy + n0;
-      float* y1 = y0 + ldy;
-#pragma omp simd
-      for (int n = 0; n < kCols; ++n) {
-        y0[n] += acc0[n];
-        y1[n] += acc1[n];
-      }
-    }
-  }
-  for (; c < cols; ++c) {
-    for (int n0 = 0; n0 < N; n0 += kCols) {
-      float acc[kCols] = {};
-      float* y = Y + std::int64_t(c) * ldy + n0;
-      for (int r = 0; r < rows; ++r) {
-        const float pv = P[std::int64_t(r) * kBlockK + c];
-        const float* x = X + std::int64_t(r) * ldx + n0;
-#pragma omp simd
-        for (int n = 0; n < kCols; ++n) acc[n] = madd(pv, x[n], acc[n]);
-      }
-#pragma omp simd
-      for (int n = 0; n < kCols; ++n) y[n] += acc[n];
-    }
-  }
+  gemm_acc(P, 1, kBlockK, cols, rows, X, ldx, N, Y, ldy);
 }
 
 // exp(x), written so that a loop of it vectorizes: x = n ln2 + r with
