@@ -111,10 +111,10 @@ if has_step test; then
   # The whole gpu label took 310 s for 1,134 tests on an H100 at -j 8 (2026-12-08);
   # the rounds., tiles1. and tiles2. copies of the forward cases added 495 since.
   # Most of a GPU test's time is the host's: the fp64 and storage-precision
-  # references (OpenMP) and the inputs. Each
-  # of the 8 test processes gets its share of the cores: with OpenMP's default of one
-  # thread per core, 8 processes ran 8 x 16 threads on 16 cores (CudaForward.
-  # EpilogueRowSlices: 74 s there, against ~6 s of reference work on 2 idle cores).
+  # references (OpenMP) and the inputs. Each of the 8 test processes gets its share
+  # of the cores: with OpenMP's default of one thread per core, 8 processes ran
+  # 8 x 16 threads on 16 cores (CudaForward.EpilogueRowSlices: 74 s there, against
+  # ~6 s of reference work on 2 idle cores).
   omp=$(( $(nproc) / 8 )); [ "$omp" -ge 1 ] || omp=1
   OMP_NUM_THREADS=${OMP_NUM_THREADS:-$omp} timeout "$(allow 450)" ctest --test-dir "$build" "${args[@]}" \
     --output-on-failure -j 8 --timeout 240 >"$out/ctest.log" 2>&1
@@ -188,11 +188,7 @@ if has_step tiles; then
   # skips it), then the forward grid with each variant forced, in interleaved rounds.
   : >"$out/tiles.log"
   if [ "${FLASHPP_TILES_TEST:-1}" != 0 ]; then
-    for v in 0 1 2; do
-      FLASHPP_SM90_TILES=$v timeout "$(allow 120)" "$build/tests/cuda/test_cuda_forward" --gtest_brief=1 \
-        >>"$out/tiles.log" 2>&1
-      note "tiles test $v" "rc $?; $(grep -E "PASSED|FAILED" "$out/tiles.log" | tail -2 | tr '\n' ' ')"
-    done
+    for v in 0 1 2; do test_forced "tiles test $v" "$out/tiles.log" test_cuda_forward FLASHPP_SM90_TILES=$v; done
   fi
   tile_rounds=${FLASHPP_TILES_ROUNDS:-1}
   tile_args=()
